@@ -1,0 +1,84 @@
+"""Configuration of the Transformer wavefunction (a documented, frozen dataclass)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+
+from nnqs.tokens import CONSTRAINT_MODES, ElectronConstraint
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class WavefunctionConfig:
+    """Architecture of :class:`nnqs.TransformerWavefunction`.
+
+    Attributes:
+        n_orbitals: spatial orbitals ``N`` = sequence length (one token per orbital).
+        n_alpha: alpha electrons.
+        n_beta: beta electrons.
+        d_model: width of the residual stream.
+        n_layers: Transformer blocks.
+        n_heads: query heads; ``d_head = d_model // n_heads``.
+        n_kv_heads: key/value heads (``None`` = ``n_heads``); fewer than ``n_heads`` gives
+            grouped-query attention, and must divide ``n_heads``.
+        mlp_ratio: hidden width of each block's MLP as a multiple of ``d_model``.
+        phase_hidden: hidden layer widths of the phase MLP (input: one-hot tokens ``4N``).
+            An empty tuple gives a constant (zero) phase.
+        constraint: ``"spin"`` (fixed ``n_alpha, n_beta``), ``"electrons"`` (fixed total)
+            or ``"none"``; see :class:`nnqs.tokens.ElectronConstraint`.
+        dtype: parameter dtype name: ``"float32"`` (default), ``"float64"`` or ``"bfloat16"``.
+    """
+
+    n_orbitals: int
+    n_alpha: int
+    n_beta: int
+    d_model: int = 32
+    n_layers: int = 4
+    n_heads: int = 4
+    n_kv_heads: int | None = None
+    mlp_ratio: int = 4
+    phase_hidden: tuple[int, ...] = (512, 512)
+    constraint: str = "spin"
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if self.d_model < 1 or self.n_layers < 1 or self.n_heads < 1 or self.mlp_ratio < 1:
+            raise ValueError("d_model, n_layers, n_heads and mlp_ratio must be positive")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        kv = self.kv_heads
+        if kv < 1 or self.n_heads % kv:
+            raise ValueError(f"n_kv_heads={kv} must be positive and divide n_heads={self.n_heads}")
+        if self.constraint not in CONSTRAINT_MODES:
+            raise ValueError(f"constraint must be one of {CONSTRAINT_MODES}, got {self.constraint!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {self.dtype!r}")
+        object.__setattr__(self, "phase_hidden", tuple(int(h) for h in self.phase_hidden))
+        self.electron_constraint()  # validates the electron counts
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    def electron_constraint(self) -> ElectronConstraint:
+        return ElectronConstraint(self.n_orbitals, self.n_alpha, self.n_beta, self.constraint)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "WavefunctionConfig":
+        """Build from a mapping (e.g. a TOML table); unknown keys raise ``ValueError``."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown model config key(s) {unknown}; known: {sorted(known)}")
+        return cls(**values)

@@ -1,0 +1,171 @@
+"""The autoregressive Transformer wavefunction (DESIGN.md §3).
+
+``psi(x) = sqrt(p(x)) * exp(i * phi(x))`` with ``p(x) = prod_i p(t_i | t_<i)``.
+
+* Amplitude: a decoder-only, pre-LayerNorm Transformer over the token sequence. Position ``i``
+  reads ``[BOS, t_0, ..., t_{i-1}]`` and emits 4 logits for ``t_i``; the electron constraint
+  masks forbidden tokens to ``-inf`` before the softmax, so ``sum_x p(x) = 1`` over the valid
+  space exactly.
+* Phase: a separate MLP on the one-hot configuration ``[B, 4N]``; it never enters sampling.
+
+Two passes share the same blocks: :meth:`log_conditionals` (uncached, full sequence, used by
+training) and :meth:`decode_step` (one position with a :class:`~nnqs.cache.KVCache`, used by
+the sampler). Tests prove they agree.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from nnqs.attention import Block
+from nnqs.cache import KVCache
+from nnqs.config import WavefunctionConfig
+from nnqs.tokens import BOS, N_TOKENS, check_tokens, token_alpha, token_beta
+
+
+def masked_log_softmax(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Log-softmax over the last axis with forbidden entries at ``-inf``.
+
+    Rows with no allowed entry (only reachable from an invalid prefix) come out all ``-inf``
+    without producing NaN values or NaN gradients.
+    """
+    has_any = allowed.any(dim=-1, keepdim=True)
+    safe = allowed | ~has_any
+    log_p = torch.log_softmax(logits.masked_fill(~safe, float("-inf")), dim=-1)
+    return log_p.masked_fill(~allowed, float("-inf"))
+
+
+class PhaseMLP(nn.Module):
+    """``phi(x)``: an MLP on the one-hot tokens ``[B, 4N]`` -> ``[B]`` (radians)."""
+
+    def __init__(self, n_orbitals: int, hidden: tuple[int, ...]) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        width = N_TOKENS * n_orbitals
+        for h in hidden:
+            layers += [nn.Linear(width, h), nn.GELU()]
+            width = h
+        self.net = nn.Sequential(*layers, nn.Linear(width, 1)) if hidden else None
+
+    def forward(self, tokens: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        if self.net is None:
+            return torch.zeros(tokens.shape[0], dtype=dtype, device=tokens.device)
+        one_hot = F.one_hot(tokens, N_TOKENS).to(dtype).flatten(1)
+        return self.net(one_hot).squeeze(-1)
+
+
+class TransformerWavefunction(nn.Module):
+    """Autoregressive Transformer NNQS; satisfies ``samplers.protocol.AutoregressiveModel``.
+
+    Args:
+        config: the architecture (:class:`nnqs.WavefunctionConfig`).
+    """
+
+    def __init__(self, config: WavefunctionConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.n_orbitals = config.n_orbitals
+        self.constraint = config.electron_constraint()
+        d = config.d_model
+        self.token_embedding = nn.Embedding(N_TOKENS + 1, d)  # 4 tokens + BOS
+        self.position_embedding = nn.Embedding(config.n_orbitals, d)
+        self.blocks = nn.ModuleList(
+            Block(d, config.n_heads, config.kv_heads, config.mlp_ratio) for _ in range(config.n_layers)
+        )
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, N_TOKENS)
+        self.phase_net = PhaseMLP(config.n_orbitals, config.phase_hidden)
+        self.to(config.torch_dtype)
+
+    # ------------------------------------------------------------------- shared machinery
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.head.weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.head.weight.device
+
+    def _logits(self, inputs: torch.Tensor, positions: torch.Tensor, cache: KVCache | None) -> torch.Tensor:
+        """Input tokens ``[B, T]`` (with BOS) at ``positions`` ``[T]`` -> logits ``[B, T, 4]``."""
+        x = self.token_embedding(inputs) + self.position_embedding(positions)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, cache, layer)
+        return self.head(self.norm(x))
+
+    # ----------------------------------------------------------------------- full pass
+    def log_conditionals(self, tokens: torch.Tensor) -> torch.Tensor:
+        """One uncached causal pass: ``[B, N]`` tokens -> ``log p(t_i = k | t_<i)`` ``[B, N, 4]``."""
+        check_tokens(tokens, self.n_orbitals)
+        tokens = tokens.to(device=self.device, dtype=torch.long)
+        bos = torch.full_like(tokens[:, :1], BOS)
+        inputs = torch.cat((bos, tokens[:, :-1]), dim=1)
+        positions = torch.arange(self.n_orbitals, device=self.device)
+        logits = self._logits(inputs, positions, cache=None)
+        return masked_log_softmax(logits, self.constraint.prefix_masks(tokens))
+
+    def conditionals(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``[B, N]`` tokens -> ``p(t_i = k | t_<i)`` ``[B, N, 4]`` (one uncached pass)."""
+        return self.log_conditionals(tokens).exp()
+
+    def log_prob(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``log p(x)`` ``[B]``; ``-inf`` off the valid space."""
+        log_cond = self.log_conditionals(tokens)
+        index = tokens.to(device=self.device, dtype=torch.long).unsqueeze(-1)
+        return log_cond.gather(-1, index).squeeze(-1).sum(dim=-1)
+
+    def phase(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``phi(x)`` ``[B]`` in radians."""
+        check_tokens(tokens, self.n_orbitals)
+        return self.phase_net(tokens.to(device=self.device, dtype=torch.long), self.dtype)
+
+    def log_psi(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``log psi(x) = 0.5 * log p(x) + i * phi(x)``, complex ``[B]``."""
+        return torch.complex(0.5 * self.log_prob(tokens), self.phase(tokens))
+
+    # ----------------------------------------------------------------------- cached path
+    def init_cache(self, batch: int) -> KVCache:
+        """An empty cache for ``batch`` rows at position 0, in the parameters' dtype and device."""
+        c = self.config
+        return KVCache(
+            c.n_layers, batch, c.kv_heads, c.n_orbitals, c.d_head, dtype=self.dtype, device=self.device
+        )
+
+    def decode_step(self, tokens: torch.Tensor | None, cache: KVCache) -> torch.Tensor:
+        """Decode position ``cache.position``.
+
+        Args:
+            tokens: LongTensor ``[B]``, the tokens chosen at the previous position, or ``None``
+                at position 0 (the model reads BOS).
+            cache: the cache; its K/V are written in place and its position advances by one.
+
+        Returns:
+            ``p(t_pos | prefix)`` ``[B, 4]``.
+
+        Raises:
+            nnqs.cache.CacheFullError: if all ``N`` positions have been decoded.
+            ValueError: on a missing/unexpected ``tokens``, a wrong shape or batch, or values
+                outside 0..3.
+        """
+        cache.check_room()
+        pos = cache.position
+        if pos == 0:
+            if tokens is not None:
+                raise ValueError("position 0 is decoded from BOS: pass tokens=None")
+            inputs = torch.full((cache.batch,), BOS, dtype=torch.long, device=self.device)
+        else:
+            if tokens is None:
+                raise ValueError(f"position {pos} needs the tokens chosen at position {pos - 1}")
+            if tokens.dim() != 1:
+                raise ValueError(f"decode_step takes tokens of shape [B], got {tuple(tokens.shape)}")
+            cache.check_batch(tokens.shape[0])
+            check_tokens(tokens)
+            inputs = tokens.to(device=self.device, dtype=torch.long)
+            cache.add_electrons(token_alpha(inputs), token_beta(inputs))
+        position = torch.tensor(pos, device=self.device)
+        logits = self._logits(inputs[:, None], position[None], cache)[:, 0]
+        allowed = self.constraint.allowed(position, cache.n_alpha, cache.n_beta)
+        cache.advance()
+        return masked_log_softmax(logits, allowed).exp()
