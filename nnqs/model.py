@@ -97,21 +97,30 @@ class TransformerWavefunction(nn.Module):
 
     # ----------------------------------------------------------------------- full pass
     def log_conditionals(self, tokens: torch.Tensor) -> torch.Tensor:
-        """One uncached causal pass: ``[B, N]`` tokens -> ``log p(t_i = k | t_<i)`` ``[B, N, 4]``."""
-        check_tokens(tokens, self.n_orbitals)
+        """One uncached causal pass: tokens ``[B, T]`` -> ``log p(t_i = k | t_<i)`` ``[B, T, 4]``.
+
+        ``T = N`` for whole configurations; a prefix ``1 <= T < N`` gives the conditionals of its
+        first ``T`` positions (row ``i`` never reads ``t_j`` for ``j >= i``).
+        """
+        check_tokens(tokens)
+        if tokens.dim() != 2 or not 1 <= tokens.shape[1] <= self.n_orbitals:
+            raise ValueError(
+                f"tokens must have shape [B, T] with 1 <= T <= {self.n_orbitals}, got {tuple(tokens.shape)}"
+            )
         tokens = tokens.to(device=self.device, dtype=torch.long)
         bos = torch.full_like(tokens[:, :1], BOS)
         inputs = torch.cat((bos, tokens[:, :-1]), dim=1)
-        positions = torch.arange(self.n_orbitals, device=self.device)
+        positions = torch.arange(tokens.shape[1], device=self.device)
         logits = self._logits(inputs, positions, cache=None)
         return masked_log_softmax(logits, self.constraint.prefix_masks(tokens))
 
     def conditionals(self, tokens: torch.Tensor) -> torch.Tensor:
-        """``[B, N]`` tokens -> ``p(t_i = k | t_<i)`` ``[B, N, 4]`` (one uncached pass)."""
+        """Tokens ``[B, T<=N]`` -> ``p(t_i = k | t_<i)`` ``[B, T, 4]`` (one uncached pass)."""
         return self.log_conditionals(tokens).exp()
 
     def log_prob(self, tokens: torch.Tensor) -> torch.Tensor:
-        """``log p(x)`` ``[B]``; ``-inf`` off the valid space."""
+        """``log p(x)`` ``[B]`` of whole configurations ``[B, N]``; ``-inf`` off the valid space."""
+        check_tokens(tokens, self.n_orbitals)
         log_cond = self.log_conditionals(tokens)
         index = tokens.to(device=self.device, dtype=torch.long).unsqueeze(-1)
         return log_cond.gather(-1, index).squeeze(-1).sum(dim=-1)

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from nnqs.attention import CausalSelfAttention
 from nnqs.cache import CacheFullError, KVCache
-from tests.nnqs.conftest import make_model
+from tests.models import make_model
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])

@@ -8,7 +8,7 @@ import torch
 from nnqs import TransformerWavefunction, WavefunctionConfig
 from nnqs.consistency import cached_conditionals
 from nnqs.tokens import ElectronConstraint, random_valid_tokens
-from tests.nnqs.conftest import make_model
+from tests.models import make_model
 
 MODES = ["spin", "electrons", "none"]
 
@@ -82,6 +82,15 @@ def test_normalised_over_valid_space_and_zero_off_it(n, n_alpha, n_beta, mode):
     assert abs(float(log_p[valid].exp().sum()) - 1.0) < 1e-12
 
 
+def test_prefix_conditionals_equal_full_pass_rows():
+    model = make_model(8, 3, 5, seed=3)
+    x = random_valid_tokens(model.constraint, 16, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        full = model.conditionals(x)
+        for t in (1, 4, 8):
+            torch.testing.assert_close(model.conditionals(x[:, :t]), full[:, :t], rtol=0, atol=1e-12)
+
+
 def test_log_prob_is_sum_of_log_conditionals():
     model = make_model(8, 3, 5, seed=2)
     x = random_valid_tokens(model.constraint, 64, torch.Generator().manual_seed(0))
@@ -135,7 +144,11 @@ def test_invalid_tokens_raise_value_error():
     with pytest.raises(ValueError, match="0..3"):
         model.log_prob(torch.tensor([[0, 1, 2, 4]]))
     with pytest.raises(ValueError, match="shape"):
-        model.conditionals(torch.tensor([[0, 1, 2]]))
+        model.conditionals(torch.tensor([[0, 1, 2, 3, 0]]))  # longer than N
+    with pytest.raises(ValueError, match="shape"):
+        model.log_prob(torch.tensor([[0, 1, 2]]))  # a prefix is not a configuration
+    with pytest.raises(ValueError, match="shape"):
+        model.conditionals(torch.tensor([0, 1, 2, 3]))
     with pytest.raises(ValueError, match="0..3"):
         model.log_psi(torch.tensor([[-1, 1, 2, 3]]))
 

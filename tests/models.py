@@ -1,4 +1,5 @@
-import pytest
+"""Shared test models."""
+
 import torch
 
 from nnqs import TransformerWavefunction, WavefunctionConfig
@@ -17,8 +18,3 @@ def make_model(n_orbitals=5, n_alpha=2, n_beta=2, *, seed=0, dtype="float64", **
         for p in model.parameters():
             p.add_(0.3 * torch.randn_like(p))
     return model
-
-
-@pytest.fixture
-def model_factory():
-    return make_model

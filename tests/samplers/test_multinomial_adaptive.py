@@ -1,0 +1,43 @@
+import pytest
+import scipy.stats
+import torch
+
+from samplers import UniqueWindow
+from samplers.multinomial import split_counts
+
+
+def test_split_counts_sums_respects_zeros_and_matches_marginals():
+    g = torch.Generator().manual_seed(0)
+    probs = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.0, 0.5, 0.0, 0.5], [0.0, 0.0, 0.0, 1.0], [0.7, 0.3, 0.0, 0.0]],
+                         dtype=torch.float64).repeat(5000, 1)
+    counts = torch.full((probs.shape[0],), 40, dtype=torch.int64)
+    out = split_counts(counts, probs, g)
+    assert torch.equal(out.sum(1), counts)
+    assert (out[probs == 0] == 0).all()
+    # Marginal of category 2 in row type 0 is Binomial(40, 0.3): z-test of its mean.
+    x = out[0::4, 2].double()
+    z = (x.mean() - 12.0) / (40 * 0.3 * 0.7 / x.numel()) ** 0.5
+    assert abs(float(z)) < 4
+    # Goodness of fit of the full 4-way split for row type 0, pooled over draws.
+    totals = out[0::4].sum(0).double()
+    p = scipy.stats.chisquare(totals.numpy(), (40 * 5000 * probs[0]).numpy()).pvalue
+    assert p > 1e-3
+
+
+def test_split_counts_huge_counts_exact():
+    g = torch.Generator().manual_seed(1)
+    counts = torch.tensor([10**12, 2**53, 0, 1])
+    probs = torch.full((4, 4), 0.25, dtype=torch.float64)
+    out = split_counts(counts, probs, g)
+    assert torch.equal(out.sum(1), counts)
+    assert (out[0] > 0).all()
+
+
+def test_unique_window():
+    w = UniqueWindow(100, 200, factor=1.25, min_samples=10, max_samples=10**6)
+    assert w.update(1000, 50) == 1250
+    assert w.update(1000, 300) == 800
+    assert w.update(1000, 150) == 1000
+    assert w.update(10**6, 1) == 10**6 and w.update(10, 10**5) == 10
+    with pytest.raises(ValueError):
+        UniqueWindow(5, 1)
