@@ -1,0 +1,162 @@
+"""Local energy ``E_loc(x) = sum_{x'} H_{x x'} psi(x') / psi(x)`` over a batch (DESIGN §5).
+
+Two modes:
+
+* ``"exact"``: every connected ``x'`` enters. The unique ``x'`` of each chunk are found on
+  packed keys (``torch.unique``); those that are in the batch reuse ``log_psi_x``, the rest
+  are unpacked and passed to ``log_psi_fn`` in chunks, under ``torch.no_grad()``.
+* ``"sampled"``: only ``x'`` that are in the batch (the sampled set) enter, with their
+  ``log_psi_x``; ``log_psi_fn`` is not called at all when ``log_psi_x`` is given. This is the
+  approximation NAQS and QiankunNet use.
+
+Memory is bounded by ``chunk`` (connected elements held at once) and ``psi_chunk``
+(configurations per ``log_psi_fn`` call).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from hamiltonians.determinants import as_occupation, pack_occupations, unique_keys, unpack_keys
+
+__all__ = ["LocalEnergyResult", "local_energy", "MODES"]
+
+logger = logging.getLogger(__name__)
+
+MODES = ("exact", "sampled")
+
+LogPsiFn = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class LocalEnergyResult:
+    """Output of :func:`local_energy`.
+
+    Attributes:
+        e_loc: complex ``[B]`` local energies, on H's device.
+        mode: ``"exact"`` or ``"sampled"``.
+        n_connected: nonzero off-diagonal elements summed over the batch.
+        n_unique: unique connected ``x'`` whose amplitude entered (exact mode: union over
+            chunks, counted per chunk; sampled mode: connected elements kept).
+        n_evaluated: configurations passed to ``log_psi_fn`` (batch included if it had to be).
+    """
+
+    e_loc: torch.Tensor
+    mode: str
+    n_connected: int = 0
+    n_unique: int = 0
+    n_evaluated: int = 0
+
+    def __iter__(self):  # allows ``e_loc, mode = local_energy(...)``
+        return iter((self.e_loc, self.mode))
+
+
+def _eval_log_psi(fn: LogPsiFn, occ: torch.Tensor, psi_chunk: int) -> torch.Tensor:
+    outs = []
+    with torch.no_grad():
+        for s in range(0, occ.shape[0], psi_chunk):
+            out = torch.as_tensor(fn(occ[s : s + psi_chunk]))
+            if out.shape != (min(psi_chunk, occ.shape[0] - s),):
+                raise ValueError(f"log_psi_fn must return shape [M], got {tuple(out.shape)}")
+            outs.append(out)
+    if not outs:
+        return torch.empty(0, dtype=torch.complex128)
+    return torch.cat(outs)
+
+
+def local_energy(
+    H,
+    occ: torch.Tensor,
+    log_psi_fn: LogPsiFn | None = None,
+    *,
+    mode: str = "exact",
+    log_psi_x: torch.Tensor | None = None,
+    chunk: int | None = None,
+    psi_chunk: int = 8192,
+    eps: float = 1e-12,
+) -> LocalEnergyResult:
+    """Local energies of a batch of determinants.
+
+    Args:
+        H: a :class:`hamiltonians.MolecularHamiltonian` (its device and dtype are used).
+        occ: occupations ``[B, 2N]`` (any integer/bool dtype); rows are normally unique,
+            duplicates are allowed (each gets its own E_loc).
+        log_psi_fn: ``occ'[M, 2N] -> complex log psi [M]``; called with ``occ``'s dtype and
+            device, under ``torch.no_grad()``. Needed in exact mode, and in sampled mode
+            only when ``log_psi_x`` is not given.
+        mode: ``"exact"`` (all connected x') or ``"sampled"`` (only x' in the batch).
+        log_psi_x: complex ``[B]`` log psi of ``occ`` itself, if the caller has it
+            (detached here; saves one network pass).
+        chunk: connected elements held at once (default ``H.chunk_size``).
+        psi_chunk: configurations per ``log_psi_fn`` call.
+        eps: connections with ``|H_{x x'}| <= eps`` are skipped (default 1e-12 drops the
+            symmetry-forbidden elements that round-off leaves at ~1e-17, sparing their
+            ``log_psi_fn`` evaluations; 0 keeps every nonzero element).
+    Returns:
+        :class:`LocalEnergyResult` with ``e_loc`` complex ``[B]`` and the mode used.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    occ_in = torch.as_tensor(occ)
+    occ_u8 = as_occupation(occ_in, H.n_spin_orbitals)
+    b = occ_u8.shape[0]
+    n_eval = 0
+    if log_psi_x is None:
+        if log_psi_fn is None:
+            raise ValueError("local_energy needs log_psi_fn or log_psi_x")
+        log_psi_x = _eval_log_psi(log_psi_fn, occ_in, psi_chunk)
+        n_eval += b
+    log_psi_x = torch.as_tensor(log_psi_x).detach().to(H.device)
+    if log_psi_x.shape != (b,):
+        raise ValueError(f"log_psi_x must have shape [{b}], got {tuple(log_psi_x.shape)}")
+    if not log_psi_x.is_complex():
+        log_psi_x = log_psi_x.to(torch.complex128 if H.dtype == torch.float64 else torch.complex64)
+    cdtype = torch.promote_types(log_psi_x.dtype, H.dtype)
+    log_psi_x = log_psi_x.to(cdtype)
+
+    e_loc = H.diagonal(occ_u8).to(cdtype)
+    x_keys = pack_occupations(occ_u8.to(H.device))
+    n_conn = n_uniq = 0
+    for _, keys, vals, rows in H.connected_keys(occ_u8, chunk=chunk, eps=eps):
+        m = keys.shape[0]
+        if m == 0:
+            continue
+        n_conn += m
+        uniq, inverse = unique_keys(torch.cat([x_keys, keys]))
+        u = uniq.shape[0]
+        inv_x, inv_c = inverse[:b], inverse[b:]
+        in_batch = torch.full((u,), -1, dtype=torch.int64, device=H.device)
+        in_batch[inv_x] = torch.arange(b, device=H.device)  # any copy of a duplicate will do
+        if mode == "sampled":
+            pos = in_batch[inv_c]
+            keep = pos >= 0
+            n_uniq += int(keep.sum())
+            lp = log_psi_x[pos[keep]]
+            vals, rows = vals[keep], rows[keep]
+        else:
+            lp_u = torch.zeros(u, dtype=cdtype, device=H.device)
+            lp_u[inv_x] = log_psi_x
+            need = torch.zeros(u, dtype=torch.bool, device=H.device)
+            need[inv_c] = True
+            n_uniq += int(need.sum())
+            need &= in_batch < 0
+            ids = torch.nonzero(need)[:, 0]
+            if ids.numel():
+                if log_psi_fn is None:
+                    raise ValueError("exact mode needs log_psi_fn for configurations outside the batch")
+                xp = unpack_keys(uniq[ids], H.n_spin_orbitals, dtype=occ_in.dtype)
+                lp_new = _eval_log_psi(log_psi_fn, xp.to(occ_in.device), psi_chunk)
+                lp_u[ids] = lp_new.to(device=H.device, dtype=cdtype)
+                n_eval += ids.numel()
+            lp = lp_u[inv_c]
+        ratio = torch.exp(lp - log_psi_x[rows])
+        e_loc.index_add_(0, rows, vals.to(cdtype) * ratio)
+    logger.debug(
+        "local_energy mode=%s B=%d connected=%d unique=%d evaluated=%d",
+        mode, b, n_conn, n_uniq, n_eval,
+    )
+    return LocalEnergyResult(e_loc, mode, n_conn, n_uniq, n_eval)

@@ -1,0 +1,210 @@
+"""``MolecularHamiltonian``: spatial integrals plus the batched Slater–Condon kernel.
+
+    H = constant + sum_{pq,s} h_pq a+_{ps} a_{qs}
+        + 1/2 sum_{pqrs,s,t} (pq|rs) a+_{ps} a+_{rt} a_{st} a_{qs}
+
+``h1[p, q] = h_pq`` ``[N, N]`` and ``eri[p, q, r, s] = (pq|rs)`` ``[N, N, N, N]`` in chemists'
+notation, ``(pq|rs) = ∫ φp*(1) φq(1) 1/r12 φr*(2) φs(2)``, real orbitals (8-fold symmetry).
+Spin orbital ``p = 2*i + s`` (DESIGN §1); matrix elements follow OpenFermion's Jordan–Wigner order.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from hamiltonians.determinants import (
+    as_occupation,
+    hf_occupation,
+    n_determinants,
+    n_words,
+    pack_occupations,
+    unpack_keys,
+)
+from hamiltonians.excitations import KernelTensors, connected_chunk, diagonal, n_excitations
+
+__all__ = ["MolecularHamiltonian", "DEFAULT_CHUNK"]
+
+logger = logging.getLogger(__name__)
+
+#: Default bound on connected elements held at once by the kernel (about 100 bytes each).
+DEFAULT_CHUNK = 1 << 19
+
+
+@dataclass(eq=False)
+class MolecularHamiltonian:
+    """A spin-restricted molecular Hamiltonian over a fixed (n_alpha, n_beta) sector.
+
+    Attributes:
+        n_orbitals: ``N`` spatial orbitals (``2N`` spin orbitals, interleaved).
+        n_alpha, n_beta: electron counts; every determinant passed in must match them.
+        constant: nuclear repulsion plus any frozen-core energy (Hartree).
+        h1: ``[N, N]`` one-body integrals ``h_pq`` (frozen-core potential folded in).
+        eri: ``[N, N, N, N]`` two-electron integrals ``(pq|rs)``, chemists' notation.
+        source: how it was built (e.g. geometry, basis, charge, spin, frozen_core,
+            active_space for :func:`hamiltonians.from_pyscf`), used for reference energies.
+        chunk_size: default bound on connected elements held at once by the kernel.
+    """
+
+    n_orbitals: int
+    n_alpha: int
+    n_beta: int
+    constant: float
+    h1: torch.Tensor
+    eri: torch.Tensor
+    source: dict[str, Any] = field(default_factory=dict)
+    chunk_size: int = DEFAULT_CHUNK
+    _kernel: KernelTensors | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        n = int(self.n_orbitals)
+        self.n_orbitals, self.n_alpha, self.n_beta = n, int(self.n_alpha), int(self.n_beta)
+        self.constant = float(self.constant)
+        dtype = self.h1.dtype if isinstance(self.h1, torch.Tensor) else torch.float64
+        if not dtype.is_floating_point:
+            dtype = torch.float64
+        self.h1 = torch.as_tensor(self.h1, dtype=dtype)
+        self.eri = torch.as_tensor(self.eri, dtype=dtype, device=self.h1.device)
+        if tuple(self.h1.shape) != (n, n) or tuple(self.eri.shape) != (n, n, n, n):
+            raise ValueError(
+                f"h1 must be [{n}, {n}] and eri [{n}]*4, got {tuple(self.h1.shape)}, "
+                f"{tuple(self.eri.shape)}"
+            )
+        if not (0 <= self.n_alpha <= n and 0 <= self.n_beta <= n):
+            raise ValueError(
+                f"cannot place {self.n_alpha} alpha and {self.n_beta} beta electrons "
+                f"in {n} spatial orbitals"
+            )
+        if self._kernel is None:
+            self._kernel = KernelTensors.build(
+                self.h1, self.eri, self.constant, self.n_alpha, self.n_beta
+            )
+
+    # ----------------------------------------------------------------- basics
+    @property
+    def n_spin_orbitals(self) -> int:
+        return 2 * self.n_orbitals
+
+    @property
+    def n_electrons(self) -> int:
+        return self.n_alpha + self.n_beta
+
+    @property
+    def n_determinants(self) -> int:
+        """Size of the valid determinant space, ``C(N, n_alpha) * C(N, n_beta)``."""
+        return n_determinants(self.n_orbitals, self.n_alpha, self.n_beta)
+
+    @property
+    def n_excitations(self) -> int:
+        """Singles + doubles of any determinant (upper bound on its connected elements)."""
+        return n_excitations(self._kernel)
+
+    @property
+    def device(self) -> torch.device:
+        return self.h1.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.h1.dtype
+
+    def to(self, device=None, dtype=None) -> "MolecularHamiltonian":
+        """A copy on ``device`` with float tensors in ``dtype`` (either may be None)."""
+        if isinstance(device, torch.dtype):
+            device, dtype = None, device
+        h1 = self.h1.to(device=device, dtype=dtype)
+        eri = self.eri.to(device=device, dtype=dtype)
+        return MolecularHamiltonian(
+            self.n_orbitals,
+            self.n_alpha,
+            self.n_beta,
+            self.constant,
+            h1,
+            eri,
+            source=dict(self.source),
+            chunk_size=self.chunk_size,
+            _kernel=self._kernel.to(device=device, dtype=dtype),
+        )
+
+    def hf_occupation(self) -> torch.Tensor:
+        """HF determinant ``[2N]`` uint8 (lowest n_alpha alpha and n_beta beta orbitals)."""
+        return hf_occupation(self.n_orbitals, self.n_alpha, self.n_beta).to(self.device)
+
+    def hf_energy(self) -> float:
+        """Diagonal element of the HF determinant (the HF energy in an HF orbital basis)."""
+        return float(self.diagonal(self.hf_occupation()[None])[0])
+
+    # ----------------------------------------------------------------- kernel
+    def diagonal(self, occ: torch.Tensor) -> torch.Tensor:
+        """``<x|H|x>`` for occupations ``[B, 2N]`` -> ``[B]`` (H's dtype and device)."""
+        return diagonal(self._kernel, occ)
+
+    def samples_per_chunk(self, chunk: int | None = None) -> int:
+        """Determinants per kernel chunk so that at most ``chunk`` elements are held."""
+        chunk = self.chunk_size if chunk is None else int(chunk)
+        return max(1, chunk // max(1, self.n_excitations))
+
+    def connected_keys(self, occ: torch.Tensor, *, chunk: int | None = None, eps: float = 0.0):
+        """Yield ``(start, keys[M, W], values[M], rows[M])`` chunk by chunk.
+
+        ``rows`` index into the whole batch ``occ`` (``start`` is the chunk's first row).
+        Keys are packed ``x'`` (see :mod:`hamiltonians.determinants`); values ``<x'|H|x>``.
+        """
+        occ = as_occupation(occ, self.n_spin_orbitals)
+        step = self.samples_per_chunk(chunk)
+        for start in range(0, occ.shape[0], step):
+            keys, vals, rows = connected_chunk(self._kernel, occ[start : start + step], eps=eps)
+            yield start, keys, vals, rows + start
+
+    def connected(
+        self, occ: torch.Tensor, *, chunk: int | None = None, eps: float = 0.0
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Every single and double excitation of each row with ``|H_{x x'}| > eps``.
+
+        Args:
+            occ: occupations ``[B, 2N]`` (any integer/bool dtype), each with n_alpha, n_beta.
+        Returns:
+            ``(occ_prime[M, 2N], values[M], rows[M])``: ``x'`` in ``occ``'s dtype,
+            ``<x'|H|x>`` (H's dtype), and the row of ``x`` in ``occ``; grouped by row.
+            The diagonal is not included (see :meth:`diagonal`). Work proceeds in chunks of
+            at most ``chunk`` elements; the output itself is ``O(M)``.
+        """
+        occ_t = torch.as_tensor(occ)
+        parts = list(self.connected_keys(occ_t, chunk=chunk, eps=eps))
+        if not parts:
+            w = n_words(self.n_spin_orbitals)
+            keys = torch.empty(0, w, dtype=torch.int64, device=self.device)
+            vals = torch.empty(0, dtype=self.dtype, device=self.device)
+            rows = torch.empty(0, dtype=torch.int64, device=self.device)
+        else:
+            keys = torch.cat([p[1] for p in parts])
+            vals = torch.cat([p[2] for p in parts])
+            rows = torch.cat([p[3] for p in parts])
+        xp = unpack_keys(keys, self.n_spin_orbitals, dtype=occ_t.dtype)
+        return xp, vals, rows
+
+    def local_energy(self, occ, log_psi_fn=None, **kwargs):
+        """See :func:`hamiltonians.local_energy.local_energy` (``H`` is this object)."""
+        from hamiltonians.local_energy import local_energy
+
+        return local_energy(self, occ, log_psi_fn, **kwargs)
+
+    def pack(self, occ: torch.Tensor) -> torch.Tensor:
+        """Packed keys ``[B, W]`` of occupations ``[B, 2N]``."""
+        return pack_occupations(as_occupation(occ, self.n_spin_orbitals))
+
+    # ----------------------------------------------------------------- I/O
+    def to_openfermion(self):
+        """An ``openfermion.InteractionOperator`` on ``2N`` qubits (needs openfermion)."""
+        from hamiltonians.openfermion_io import to_openfermion
+
+        return to_openfermion(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"MolecularHamiltonian(n_orbitals={self.n_orbitals}, n_alpha={self.n_alpha}, "
+            f"n_beta={self.n_beta}, constant={self.constant:.10f}, dtype={self.dtype}, "
+            f"device={self.device}, source={self.source})"
+        )

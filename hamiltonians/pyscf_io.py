@@ -1,0 +1,155 @@
+"""Molecular Hamiltonians from PySCF: SCF, MO integrals, frozen core / active space.
+
+RHF for closed shells, ROHF for open shells (``spin = n_alpha - n_beta != 0``). MO integrals
+come from ``pyscf.ao2mo``. With ``ncore`` doubly occupied inactive orbitals (frozen core) and an
+active window ``A`` the CASCI effective Hamiltonian is
+
+    h_eff = C_A^T (h + J[D_core] - 1/2 K[D_core]) C_A,    D_core = 2 C_core C_core^T
+    E_core = E_nuc + tr[(h + 1/2 (J - 1/2 K)[D_core]) D_core]
+    (pq|rs) = ao2mo over C_A
+
+which is what ``pyscf.mcscf.CASCI`` diagonalises.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import torch
+
+from hamiltonians.molecular import MolecularHamiltonian
+
+__all__ = ["from_pyscf", "build_molecule", "run_scf", "integrals_from_scf"]
+
+logger = logging.getLogger(__name__)
+
+
+def build_molecule(geometry, basis: str, *, charge: int = 0, spin: int = 0, unit: str = "Angstrom"):
+    """A ``pyscf.gto.Mole``; ``geometry`` is a PySCF atom string or ``[(symbol, (x, y, z)), ...]``.
+
+    Raises ``ValueError`` (one line) for an unknown basis or impossible charge/spin.
+    """
+    from pyscf import gto
+
+    if not isinstance(geometry, str):
+        geometry = [(str(a), tuple(float(c) for c in xyz)) for a, xyz in geometry]
+    try:
+        mol = gto.M(atom=geometry, basis=basis, charge=charge, spin=spin, unit=unit, verbose=0)
+    except (RuntimeError, KeyError, ValueError, NotImplementedError) as exc:
+        raise ValueError(f"cannot build molecule (basis {basis!r}, charge {charge}, spin {spin}): {exc}") from None
+    return mol
+
+
+def run_scf(mol, *, conv_tol: float = 1e-11):
+    """Converged RHF (closed shell) or ROHF (open shell) object for ``mol``."""
+    from pyscf import scf
+
+    mf = scf.RHF(mol) if mol.spin == 0 else scf.ROHF(mol)
+    mf.conv_tol = conv_tol
+    mf.kernel()
+    if not mf.converged:
+        logger.warning("SCF did not converge for %s; trying second-order SCF", mol.atom)
+        mf = mf.newton()
+        mf.kernel()
+    if not mf.converged:
+        raise RuntimeError("SCF did not converge")
+    return mf
+
+
+def _resolve_window(n_mo, n_elec, spin, frozen_core, active_space):
+    """``(ncore, nact, n_alpha_act, n_beta_act)``; active_space is ``(n_electrons, n_orbitals)``."""
+    if active_space is None:
+        ncore = int(frozen_core)
+        nact = n_mo - ncore
+        ne = n_elec - 2 * ncore
+    else:
+        ne, nact = (int(x) for x in active_space)
+        if (n_elec - ne) % 2:
+            raise ValueError(f"active space {active_space}: {n_elec - ne} inactive electrons is odd")
+        ncore = (n_elec - ne) // 2
+        if frozen_core and int(frozen_core) != ncore:
+            raise ValueError(
+                f"frozen_core={frozen_core} contradicts active_space={active_space} "
+                f"(which implies {ncore} core orbitals)"
+            )
+    na, nb = (ne + spin) // 2, (ne - spin) // 2
+    if ncore < 0 or nact <= 0 or ncore + nact > n_mo or (ne + spin) % 2 or not (0 <= nb <= na <= nact):
+        raise ValueError(
+            f"impossible window: {n_elec} electrons, spin {spin}, {n_mo} orbitals, "
+            f"frozen_core={frozen_core}, active_space={active_space}"
+        )
+    return ncore, nact, na, nb
+
+
+def integrals_from_scf(mf, ncore: int, nact: int):
+    """``(constant, h1[nact, nact], eri[nact]*4)`` numpy arrays of the CASCI effective Hamiltonian."""
+    from pyscf import ao2mo, scf
+
+    mol = mf.mol
+    mo = mf.mo_coeff
+    hcore = mf.get_hcore()
+    c_core, c_act = mo[:, :ncore], mo[:, ncore : ncore + nact]
+    constant = mol.energy_nuc()
+    veff = np.zeros_like(hcore)
+    if ncore:
+        dm_core = 2.0 * c_core @ c_core.T
+        vj, vk = scf.hf.get_jk(mol, dm_core)
+        veff = vj - 0.5 * vk
+        constant += float(np.einsum("ij,ji->", hcore + 0.5 * veff, dm_core))
+    h1 = c_act.T @ (hcore + veff) @ c_act
+    h1 = 0.5 * (h1 + h1.T)  # exactly symmetric (removes ~1e-17 round-off)
+    eri = ao2mo.restore(1, ao2mo.full(mol, c_act), nact)
+    eri = 0.5 * (eri + eri.transpose(2, 3, 0, 1))  # exact (pq|rs) = (rs|pq), 8-fold symmetric
+    return float(constant), h1, eri
+
+
+def from_pyscf(
+    geometry,
+    basis: str,
+    *,
+    charge: int = 0,
+    spin: int = 0,
+    frozen_core: int = 0,
+    active_space: tuple[int, int] | None = None,
+    unit: str = "Angstrom",
+    conv_tol: float = 1e-11,
+) -> MolecularHamiltonian:
+    """Build the molecular Hamiltonian of a molecule in the (RO)HF orbital basis.
+
+    Args:
+        geometry: PySCF atom string (``"N 0 0 0; N 0 0 1.1"``) or ``[(symbol, (x, y, z))]``.
+        basis: basis set name (``"sto-3g"``, ``"cc-pvdz"``, ...).
+        charge, spin: total charge and ``2S = n_alpha - n_beta`` (PySCF convention).
+        frozen_core: number of lowest spatial orbitals kept doubly occupied.
+        active_space: ``(n_electrons, n_orbitals)`` active window above the core
+            (chemists' CAS(n_e, n_o)); the core is everything below it.
+    Returns:
+        :class:`MolecularHamiltonian` (float64, CPU) whose ``source`` records the spec and
+        ``hf_energy_pyscf``; its HF-determinant diagonal equals the (RO)HF energy.
+    """
+    mol = build_molecule(geometry, basis, charge=charge, spin=spin, unit=unit)
+    ncore, nact, na, nb = _resolve_window(mol.nao_nr(), mol.nelectron, mol.spin, frozen_core, active_space)
+    mf = run_scf(mol, conv_tol=conv_tol)
+    constant, h1, eri = integrals_from_scf(mf, ncore, nact)
+    source = {
+        "kind": "pyscf",
+        "geometry": geometry if isinstance(geometry, str) else [[a, list(map(float, x))] for a, x in geometry],
+        "basis": basis,
+        "charge": int(charge),
+        "spin": int(spin),
+        "frozen_core": int(ncore) if active_space is None else int(frozen_core),
+        "active_space": list(active_space) if active_space is not None else None,
+        "unit": unit,
+        "n_core": int(ncore),
+        "scf": type(mf).__name__,
+        "hf_energy_pyscf": float(mf.e_tot),
+    }
+    logger.info(
+        "from_pyscf: %s/%s, %d core, %d active orbitals, (%d, %d) electrons, E_HF=%.10f",
+        source["geometry"], basis, ncore, nact, na, nb, mf.e_tot,
+    )
+    return MolecularHamiltonian(
+        nact, na, nb, constant, torch.from_numpy(np.ascontiguousarray(h1)),
+        torch.from_numpy(np.ascontiguousarray(eri)), source=source,
+    )

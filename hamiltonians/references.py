@@ -1,0 +1,199 @@
+"""Reference energies (HF, CCSD, CCSD(T), FCI) with PySCF, cached in a small JSON file.
+
+Every method runs on the Hamiltonian's own integrals (a PySCF SCF object whose ``h1``/``eri``
+are ``H``'s, orbital basis = identity), so the references belong to exactly the Hamiltonian
+the network sees: frozen-core/active-space Hamiltonians get frozen-core CCSD and CASCI, FCIDUMP
+and OpenFermion inputs work too. Closed shells use RHF/RCCSD; open shells ROHF and UCCSD /
+UCCSD(T) on the ROHF reference (PySCF's route for ``cc.CCSD(rohf)``). FCI runs where the space
+is at most ``fci_max_determinants``; a method that fails or is skipped maps to ``None`` and its
+reason goes to ``result["notes"]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+
+import numpy as np
+
+__all__ = ["reference_energies", "default_cache_path", "METHODS"]
+
+logger = logging.getLogger(__name__)
+
+METHODS = ("hf", "ccsd", "ccsd_t", "fci")
+_SPEC_KEYS = ("geometry", "basis", "charge", "spin", "frozen_core", "active_space", "unit")
+
+
+def default_cache_path() -> str:
+    """``$NNQS_REFERENCE_CACHE`` or ``$XDG_CACHE_HOME/nnqs/references.json`` (``~/.cache``)."""
+    env = os.environ.get("NNQS_REFERENCE_CACHE")
+    if env:
+        return env
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "nnqs", "references.json")
+
+
+def _cache_key(H) -> str:
+    src = H.source or {}
+    if src.get("kind") == "pyscf":
+        spec = {k: src.get(k) for k in _SPEC_KEYS}
+        return "pyscf:" + json.dumps(spec, sort_keys=True)
+    digest = hashlib.sha256()
+    digest.update(np.asarray([H.n_orbitals, H.n_alpha, H.n_beta], dtype=np.int64).tobytes())
+    digest.update(np.float64(H.constant).tobytes())
+    digest.update(np.round(H.h1.detach().cpu().double().numpy(), 10).tobytes())
+    digest.update(np.round(H.eri.detach().cpu().double().numpy(), 10).tobytes())
+    return "integrals:" + digest.hexdigest()
+
+
+def _load(path):
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _save(path, data):
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".references.", dir=directory)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def _scf_object(H):
+    """A converged PySCF (RO)HF object over H's integrals, orthonormal basis = H's orbitals."""
+    from pyscf import ao2mo, gto, scf
+
+    n = H.n_orbitals
+    h1 = H.h1.detach().cpu().double().numpy()
+    eri = H.eri.detach().cpu().double().numpy()
+    mol = gto.M(verbose=0)
+    mol.nelectron = H.n_electrons
+    mol.spin = H.n_alpha - H.n_beta
+    mol.incore_anyway = True
+    mf = scf.RHF(mol) if mol.spin == 0 else scf.ROHF(mol)
+    mf.get_hcore = lambda *a, **k: h1
+    mf.get_ovlp = lambda *a, **k: np.eye(n)
+    mf.energy_nuc = lambda *a, **k: float(H.constant)
+    mf._eri = ao2mo.restore(8, eri, n)
+    mf.conv_tol = 1e-12
+    occ = np.zeros(n)
+    occ[: H.n_beta] = 2.0
+    occ[H.n_beta : H.n_alpha] = 1.0
+    if mol.spin == 0:
+        dm0 = np.diag(occ)
+    else:
+        dm0 = np.array([np.diag((occ > 0).astype(float)), np.diag((occ > 1).astype(float))])
+    mf.kernel(dm0)
+    if not mf.converged:
+        raise RuntimeError("SCF on the Hamiltonian's integrals did not converge")
+    return mf
+
+
+def _compute(H, methods, fci_max_determinants):
+    from pyscf import cc, fci
+
+    out, notes = {}, {}
+    mf = None
+    try:
+        mf = _scf_object(H)
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        notes["hf"] = f"SCF failed: {exc}"
+    if "hf" in methods:
+        out["hf"] = float(H.hf_energy())
+        if mf is not None and abs(mf.e_tot - out["hf"]) > 1e-6:
+            notes["hf"] = (
+                f"orbital basis is not the HF solution: SCF in it gives {mf.e_tot:.10f}; "
+                f"'hf' is the HF-determinant energy"
+            )
+    if {"ccsd", "ccsd_t"} & set(methods):
+        if mf is None or H.n_electrons < 2:
+            for m in ("ccsd", "ccsd_t"):
+                notes.setdefault(m, "no SCF reference or fewer than 2 electrons")
+        else:
+            try:
+                mycc = cc.CCSD(mf)
+                mycc.conv_tol = 1e-10
+                mycc.kernel()
+                if not mycc.converged:
+                    raise RuntimeError("CCSD did not converge")
+                out["ccsd"] = float(mycc.e_tot)
+                if "ccsd_t" in methods:
+                    out["ccsd_t"] = float(mycc.e_tot + mycc.ccsd_t())
+            except Exception as exc:  # noqa: BLE001
+                notes["ccsd"] = notes["ccsd_t"] = f"{type(exc).__name__}: {exc}"
+    if "fci" in methods:
+        d = H.n_determinants
+        if d > fci_max_determinants:
+            notes["fci"] = f"determinant space {d:.3g} exceeds fci_max_determinants={fci_max_determinants:.3g}"
+        else:
+            solver = fci.direct_spin1.FCI()
+            solver.conv_tol = 1e-12
+            solver.max_cycle = 500
+            e, _ = solver.kernel(
+                H.h1.detach().cpu().double().numpy(), H.eri.detach().cpu().double().numpy(),
+                H.n_orbitals, (H.n_alpha, H.n_beta), ecore=float(H.constant),
+            )
+            out["fci"] = float(e)
+    return out, notes
+
+
+def reference_energies(
+    H_or_spec,
+    methods=METHODS,
+    *,
+    cache_path: str | os.PathLike | None | bool = None,
+    fci_max_determinants: int = 10_000_000,
+    recompute: bool = False,
+) -> dict:
+    """Reference energies of a Hamiltonian (Hartree), computed on demand and cached.
+
+    Args:
+        H_or_spec: a :class:`MolecularHamiltonian`, or a dict of :func:`from_pyscf` keyword
+            arguments (``geometry``, ``basis``, optional ``charge``, ``spin``, ``frozen_core``,
+            ``active_space``).
+        methods: subset of ``("hf", "ccsd", "ccsd_t", "fci")``.
+        cache_path: JSON cache file; ``None`` -> :func:`default_cache_path`; ``False`` -> none.
+    Returns:
+        ``{method: float | None, ..., "notes": {method: reason}}``; ``hf`` is the energy of
+        the HF determinant (lowest n_alpha/n_beta orbitals) of ``H``.
+    """
+    methods = tuple(methods)
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        raise ValueError(f"unknown reference methods {sorted(unknown)}; choose from {METHODS}")
+    if isinstance(H_or_spec, dict):
+        from hamiltonians.pyscf_io import from_pyscf
+
+        H = from_pyscf(**H_or_spec)
+    else:
+        H = H_or_spec
+    if cache_path is None:
+        cache_path = default_cache_path()
+    key = _cache_key(H)
+    cache = _load(cache_path) if cache_path else {}
+    entry = cache.get(key, {"energies": {}, "notes": {}})
+    todo = [m for m in methods if recompute or m not in entry["energies"]]
+    if todo:
+        logger.info("computing reference energies %s for %s", todo, key[:80])
+        energies, notes = _compute(H, todo, fci_max_determinants)
+        for m in todo:
+            entry["energies"][m] = energies.get(m)
+            if m in notes:
+                entry["notes"][m] = notes[m]
+            else:
+                entry["notes"].pop(m, None)
+        if cache_path:
+            cache = _load(cache_path)
+            cache[key] = entry
+            _save(cache_path, cache)
+    result = {m: entry["energies"].get(m) for m in methods}
+    result["notes"] = {m: entry["notes"][m] for m in methods if m in entry["notes"]}
+    return result

@@ -1,0 +1,118 @@
+"""Local energies: FCI eigenvector gives E_loc = E_FCI; sampled mode; argument handling."""
+
+import numpy as np
+import pytest
+import torch
+
+from hamiltonians import local_energy
+from hamiltonians.determinants import enumerate_determinants, pack_occupations
+from hamiltonians.exact import ground_state
+from tests.hamiltonians.conftest import GEOMETRIES
+
+
+def _pyscf_fci_vector(H, name):
+    """PySCF FCI (exact: dense diagonalisation of the determinant space) mapped onto ``dets``."""
+    from pyscf import fci
+    from pyscf.fci import cistring
+
+    n, na, nb = H.n_orbitals, H.n_alpha, H.n_beta
+    solver = fci.direct_spin1.FCI()
+    solver.pspace_size = H.n_determinants + 1  # direct diagonalisation, no Davidson residual
+    e, ci = solver.kernel(H.h1.numpy(), H.eri.numpy(), n, (na, nb), ecore=H.constant)
+    dets = enumerate_determinants(n, na, nb)
+    astr = [int(s) for s in cistring.make_strings(range(n), na)]
+    bstr = [int(s) for s in cistring.make_strings(range(n), nb)]
+    aidx = {s: k for k, s in enumerate(astr)}
+    bidx = {s: k for k, s in enumerate(bstr)}
+    amp = np.empty(len(dets))
+    for row, d in enumerate(dets.tolist()):
+        a_occ = [i for i in range(n) if d[2 * i]]
+        b_occ = [i for i in range(n) if d[2 * i + 1]]
+        sa, sb = sum(1 << i for i in a_occ), sum(1 << i for i in b_occ)
+        # PySCF orders all alpha creators before all beta ones; interleaving them costs one
+        # transposition per (alpha i, beta j) pair with j < i.
+        sign = (-1) ** sum(1 for i in a_occ for j in b_occ if j < i)
+        amp[row] = sign * ci[aidx[sa], bidx[sb]]
+    return e, amp, dets
+
+
+def _lookup_fn(dets, amp, dtype=torch.complex128):
+    keys = pack_occupations(dets)[:, 0]
+    table = dict(zip(keys.tolist(), amp.tolist()))
+
+    def fn(occ):
+        a = torch.tensor([table[k] for k in pack_occupations(occ)[:, 0].tolist()], dtype=torch.float64)
+        return torch.complex(a.abs().log(), (a < 0).double() * torch.pi).to(dtype)
+
+    return fn
+
+
+@pytest.mark.parametrize("name", ["H2", "LiH", "H2O"])
+def test_fci_vector_local_energy_is_constant(molecules, name):
+    H = molecules(name)
+    e_fci, amp, dets = _pyscf_fci_vector(H, name)
+    sel = np.abs(amp) > 1e-6
+    fn = _lookup_fn(dets, amp)
+    res = local_energy(H, dets[torch.from_numpy(sel)], fn, mode="exact", chunk=5000)
+    assert res.mode == "exact"
+    assert res.e_loc.dtype == torch.complex128
+    err = (res.e_loc - e_fci).abs().max().item()
+    assert err < 1e-8, err
+    assert (res.e_loc.imag.abs().max().item()) < 1e-12
+
+
+def test_sampled_mode_and_log_psi_x(molecules):
+    H = molecules("LiH")
+    e, vec, dets = ground_state(H)
+    fn = _lookup_fn(dets, vec)
+    calls = []
+
+    def counting(occ):
+        calls.append(occ.shape[0])
+        return fn(occ)
+
+    # whole space as the "sampled" set: sampled == exact == E
+    lp = fn(dets)
+    sel = torch.from_numpy(np.abs(vec) > 1e-12)
+    samp = local_energy(H, dets[sel], None, mode="sampled", log_psi_x=lp[sel])
+    assert samp.mode == "sampled"
+    assert (samp.e_loc - e).abs().max().item() < 1e-9
+    # subset: compare with an explicit sum restricted to the subset
+    sub = dets[sel][::3]
+    lp_sub = fn(sub)
+    samp = local_energy(H, sub, counting, mode="sampled", log_psi_x=lp_sub, eps=0.0)
+    assert calls == []
+    xp, vals, rows = H.connected(sub)
+    keys = pack_occupations(sub)[:, 0].tolist()
+    pos = {k: i for i, k in enumerate(keys)}
+    expect = H.diagonal(sub).to(torch.complex128)
+    for x, v, r in zip(pack_occupations(xp)[:, 0].tolist(), vals.tolist(), rows.tolist()):
+        if x in pos:
+            expect[r] += v * torch.exp(lp_sub[pos[x]] - lp_sub[r])
+    assert torch.allclose(samp.e_loc, expect, atol=1e-12, rtol=0)
+    # exact mode with log_psi_x: the batch itself is not re-evaluated
+    exact = local_energy(H, sub, counting, log_psi_x=lp_sub, chunk=97, psi_chunk=50)
+    assert max(calls) <= 50 and exact.n_evaluated == sum(calls)
+    calls.clear()
+    again = local_energy(H, sub, counting, chunk=97)
+    assert again.n_evaluated == exact.n_evaluated + sub.shape[0]
+    assert torch.allclose(again.e_loc, exact.e_loc, atol=1e-12, rtol=0)
+    assert (exact.e_loc - e).abs().max().item() < 1e-9
+    e_loc, mode = exact
+    assert mode == "exact"
+
+
+def test_method_dtypes_and_errors(molecules):
+    H = molecules("H2")
+    e, vec, dets = ground_state(H)
+    fn64 = _lookup_fn(dets, vec, torch.complex64)
+    res = H.local_energy(dets.long(), lambda o: fn64(o), mode="exact")
+    assert res.e_loc.dtype == torch.complex128 and res.e_loc.shape == (dets.shape[0],)
+    big = dets[torch.from_numpy(np.abs(vec) > 1e-6)]  # H2: the singles vanish by symmetry
+    res32 = H.to(torch.float32).local_energy(big, fn64)
+    assert res32.e_loc.dtype == torch.complex64
+    assert (res32.e_loc.real.double() - e).abs().max().item() < 1e-4
+    with pytest.raises(ValueError, match="mode"):
+        local_energy(H, dets, fn64, mode="bogus")
+    with pytest.raises(ValueError, match="log_psi"):
+        local_energy(H, dets, None)

@@ -1,0 +1,50 @@
+"""Reference energies: values against PySCF, HF = HF-determinant diagonal, JSON cache."""
+
+import json
+
+import pytest
+
+from hamiltonians import reference_energies
+from tests.hamiltonians.conftest import GEOMETRIES
+
+
+def test_references_and_cache(molecules, tmp_path):
+    from pyscf import cc, gto, scf
+
+    H = molecules("H2O", frozen_core=1)
+    path = tmp_path / "refs.json"
+    refs = reference_energies(H, cache_path=path)
+    assert refs["hf"] == pytest.approx(H.hf_energy(), abs=1e-12)
+    assert refs["hf"] == pytest.approx(H.source["hf_energy_pyscf"], abs=1e-9)
+    mol = gto.M(atom=GEOMETRIES["H2O"], basis="sto-3g", verbose=0)
+    mf = scf.RHF(mol).run(conv_tol=1e-11)
+    mycc = cc.CCSD(mf, frozen=1)
+    mycc.conv_tol = 1e-10
+    mycc.kernel()
+    assert refs["ccsd"] == pytest.approx(mycc.e_tot, abs=1e-7)
+    assert refs["ccsd_t"] == pytest.approx(mycc.e_tot + mycc.ccsd_t(), abs=1e-7)
+    assert refs["fci"] < refs["ccsd_t"] < refs["hf"]
+    data = json.loads(path.read_text())
+    assert len(data) == 1
+    # a rerun reads the cache (tamper with it to prove no recomputation happens)
+    key = next(iter(data))
+    data[key]["energies"]["fci"] = -1.0
+    path.write_text(json.dumps(data))
+    assert reference_energies(H, cache_path=path)["fci"] == -1.0
+
+
+def test_open_shell_and_missing_fci(molecules, tmp_path):
+    H = molecules("CH2", spin=2)
+    refs = reference_energies(H, cache_path=False, fci_max_determinants=10)
+    assert refs["fci"] is None and "exceeds" in refs["notes"]["fci"]
+    assert refs["hf"] == pytest.approx(H.source["hf_energy_pyscf"], abs=1e-9)
+    assert refs["ccsd_t"] < refs["ccsd"] < refs["hf"]
+
+
+def test_spec_dict_and_bad_method(tmp_path):
+    spec = {"geometry": GEOMETRIES["H2"], "basis": "sto-3g"}
+    refs = reference_energies(spec, methods=("hf", "fci"), cache_path=tmp_path / "r.json")
+    assert set(refs) == {"hf", "fci", "notes"}
+    assert refs["fci"] < refs["hf"]
+    with pytest.raises(ValueError, match="unknown"):
+        reference_energies(spec, methods=("mp2",), cache_path=False)
