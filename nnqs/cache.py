@@ -18,11 +18,18 @@ class CacheFullError(RuntimeError):
 class KVCache:
     """Preallocated keys/values for every layer plus per-row electron counts.
 
+    ``k``/``v`` are views of the first ``batch`` rows of buffers that may hold more rows
+    (``capacity``): a growing :meth:`reorder` leaves some headroom (``GROWTH``) so that a frontier
+    that grows by a few rows does not reallocate (and page-fault) the whole cache each time.
+    ``nbytes`` is the live K/V size of the formula; ``allocated_nbytes`` what the buffers hold.
+
     Attributes:
         k, v: ``[L, B, H_kv, N, d_head]`` buffers.
         n_alpha, n_beta: LongTensor ``[B]``, electrons placed in positions ``< position``.
         position: the next position to be written (0 before the first decode step).
     """
+
+    GROWTH = 1.25  # capacity headroom factor when a reorder outgrows the buffers
 
     def __init__(
         self,
@@ -38,8 +45,9 @@ class KVCache:
         if batch < 0:
             raise ValueError(f"cache batch must be >= 0, got {batch}")
         shape = (n_layers, batch, n_kv_heads, max_len, d_head)
-        self.k = torch.zeros(shape, dtype=dtype, device=device)
-        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        # _k/_v own the memory (``capacity`` rows); k/v are views of their first ``batch`` rows.
+        self._k = self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self._v = self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.n_alpha = torch.zeros(batch, dtype=torch.long, device=device)
         self.n_beta = torch.zeros(batch, dtype=torch.long, device=device)
         self.position = 0
@@ -58,9 +66,19 @@ class KVCache:
         return self.k.shape[3]
 
     @property
+    def capacity(self) -> int:
+        """Rows the buffers can hold without reallocating (``>= batch``)."""
+        return self._k.shape[1]
+
+    @property
     def nbytes(self) -> int:
-        """Bytes of the K/V buffers: ``2 * B * N * L * H_kv * d_head * bytes_per_element``."""
+        """Bytes of the K/V tensors: ``2 * B * N * L * H_kv * d_head * bytes_per_element``."""
         return 2 * self.k.numel() * self.k.element_size()
+
+    @property
+    def allocated_nbytes(self) -> int:
+        """Bytes of the K/V buffers including headroom rows (``capacity`` instead of ``B``)."""
+        return 2 * self._k.numel() * self._k.element_size()
 
     # ------------------------------------------------------------------------------- updates
     def check_batch(self, batch: int) -> None:
@@ -95,8 +113,12 @@ class KVCache:
     def reorder(self, index: torch.Tensor) -> None:
         """Gather rows in place: new row ``i`` := old row ``index[i]``.
 
-        Prunes, duplicates and permutes; the batch becomes ``len(index)``. Only the written
-        positions ``< position`` are copied, so a reorder early in the sequence is cheap.
+        Prunes, duplicates and permutes; the batch becomes ``len(index)``. Only what changes is
+        copied, and only its written positions ``< position``: the leading rows with
+        ``index[i] == i`` stay where they are (an identity ``index`` copies nothing). The BAS
+        tree walk orders children so that every row's first child keeps the row and the extra
+        children come after, so a reorder there copies just the new rows. The buffers are reused
+        while the batch fits their capacity; past it they are reallocated with ``GROWTH`` headroom.
 
         Raises:
             IndexError: if an index is outside ``[0, batch)``.
@@ -105,20 +127,38 @@ class KVCache:
         if index.dim() != 1 or index.dtype.is_floating_point or index.dtype == torch.bool:
             raise ValueError(f"reorder index must be a 1-D integer tensor, got {index.dtype} {tuple(index.shape)}")
         index = index.to(device=self.k.device, dtype=torch.long)
-        if index.numel() and (int(index.min()) < 0 or int(index.max()) >= self.batch):
-            raise IndexError(
-                f"reorder index out of range [0, {self.batch}): "
-                f"min {int(index.min())}, max {int(index.max())}"
-            )
-        pos = self.position
-        shape = list(self.k.shape)
-        shape[1] = index.numel()
-        k = self.k.new_empty(shape)
-        v = self.v.new_empty(shape)
-        if pos:
-            # Gather straight into the new buffers' written region: one copy, prefix only.
-            torch.index_select(self.k[:, :, :, :pos], 1, index, out=k[:, :, :, :pos])
-            torch.index_select(self.v[:, :, :, :pos], 1, index, out=v[:, :, :, :pos])
-        self.k, self.v = k, v
+        old_batch, new_batch = self.batch, index.numel()
+        if new_batch:
+            lo, hi = torch.aminmax(index)
+            lo, hi = int(lo), int(hi)  # one small sync; the sampler syncs every step anyway
+            if lo < 0 or hi >= old_batch:
+                raise IndexError(f"reorder index out of range [0, {old_batch}): min {lo}, max {hi}")
+        # keep = length of the leading run with index[i] == i: those rows stay where they are.
+        n = min(old_batch, new_batch)
+        moved = (index[:n] != torch.arange(n, device=index.device)).nonzero()
+        keep = int(moved[0, 0]) if moved.numel() else n
         self.n_alpha = self.n_alpha[index]
         self.n_beta = self.n_beta[index]
+        if keep == new_batch == old_batch:
+            return  # identity
+        pos = self.position
+        rest = index[keep:]
+        if new_batch > self.capacity:
+            shape = list(self._k.shape)
+            shape[1] = max(new_batch, int(self.GROWTH * self.capacity))
+            k, v = self._k.new_empty(shape), self._v.new_empty(shape)
+            if pos and keep:
+                k[:, :keep, :, :pos] = self._k[:, :keep, :, :pos]
+                v[:, :keep, :, :pos] = self._v[:, :keep, :, :pos]
+        else:
+            k, v = self._k, self._v
+        if pos and rest.numel():
+            for src, dst in ((self._k, k), (self._v, v)):
+                if dst is not src or hi < keep:
+                    # Sources lie in rows < keep (or in the old buffer): gather straight in.
+                    limit = old_batch if dst is not src else keep
+                    torch.index_select(src[:, :limit, :, :pos], 1, rest, out=dst[:, keep:new_batch, :, :pos])
+                else:
+                    dst[:, keep:new_batch, :, :pos] = src[:, :old_batch, :, :pos].index_select(1, rest)
+        self._k, self._v = k, v
+        self.k, self.v = k[:, :new_batch], v[:, :new_batch]

@@ -31,6 +31,11 @@ class CachedDecoder:
     def nbytes(self) -> int:
         return self.cache.nbytes
 
+    @property
+    def allocated_nbytes(self) -> int:
+        """Bytes the cache's buffers hold, headroom rows included (``nbytes`` if it has none)."""
+        return getattr(self.cache, "allocated_nbytes", self.cache.nbytes)
+
 
 @torch.no_grad()
 def sample(
@@ -54,7 +59,8 @@ def sample(
             coexist for a moment.
 
     Returns:
-        :class:`SampleBatch`; ``stats["peak_state_bytes"]`` is the largest live cache seen.
+        :class:`SampleBatch`; ``stats["peak_state_bytes"]`` is the largest live cache seen
+        (``cache.nbytes``), ``stats["peak_allocated_bytes"]`` the largest its buffers were.
     """
     rows = rows_for_budget(model, max_unique, max_cache_bytes)
     return walk_tree(CachedDecoder(model), model.n_orbitals, n_samples, generator, model_device(model), rows)

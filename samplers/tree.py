@@ -2,7 +2,8 @@
 
 At depth ``i`` the frontier holds unique prefixes ``[U, i]`` with counts ``[U]``. Each prefix's
 count is split over the four tokens by a multinomial draw from ``p(t_i | prefix)``; children with
-count 0 are dropped; the decoder follows the surviving children (``reorder``). When the children
+count 0 are dropped; the decoder follows the surviving children (``reorder``), each row's first
+child in the row itself and the extra children appended (see :func:`children`). When the children
 would exceed ``max_rows``, the first ``max_rows`` continue in the live decoder state and the rest
 wait on a stack as plain tokens (no cache), to be resumed depth first; so at most ``max_rows``
 rows of decoder state are ever alive, and a resumed chunk rebuilds its state from its prefix.
@@ -67,7 +68,7 @@ def walk_tree(
     )
     stack = [root]
     done: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
-    stats = {"peak_rows": 0, "peak_state_bytes": 0, "chunks": 0, "decode_rows": 0}
+    stats = {"peak_rows": 0, "peak_state_bytes": 0, "peak_allocated_bytes": 0, "chunks": 0, "decode_rows": 0}
     while stack:
         prefix, counts, log_prob = stack.pop()
         stats["chunks"] += 1
@@ -75,10 +76,12 @@ def walk_tree(
         while True:
             stats["peak_rows"] = max(stats["peak_rows"], prefix.shape[0])
             stats["peak_state_bytes"] = max(stats["peak_state_bytes"], decoder.nbytes)
+            allocated = getattr(decoder, "allocated_nbytes", decoder.nbytes)
+            stats["peak_allocated_bytes"] = max(stats["peak_allocated_bytes"], allocated)
             stats["decode_rows"] += prefix.shape[0]
             probs = decoder.next_probs(prefix)
             child_counts = split_counts(counts, probs, generator)
-            parent, token = child_counts.nonzero(as_tuple=True)
+            parent, token = children(child_counts)
             counts = child_counts[parent, token]
             log_prob = log_prob[parent] + probs[parent, token].to(torch.float64).log()
             prefix = torch.cat((prefix[parent], token[:, None]), dim=1)
@@ -96,6 +99,26 @@ def walk_tree(
             decoder.reorder(parent)
     tokens, counts, log_prob = (torch.cat(parts) for parts in zip(*done))
     return SampleBatch(tokens=tokens, counts=counts, log_prob=log_prob, n_samples=n_samples, stats=stats)
+
+
+def children(child_counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(parent, token)`` of the children with a nonzero count in ``child_counts`` ``[U, 4]``.
+
+    Order: first every row's first child (lowest token), in row order, so that row ``j`` of the
+    next frontier continues row ``j`` of this one; then the extra children (second, third, ...
+    child of a row) in row-major order. A decoder's ``reorder`` then sees an index that starts
+    with ``arange(U)`` and has to copy only the extra rows.
+    """
+    nonzero = child_counts > 0
+    first = nonzero.to(torch.uint8).argmax(dim=1)  # first nonzero token (0 for an empty row)
+    has_child = nonzero.any(dim=1)
+    rows = torch.arange(child_counts.shape[0], device=child_counts.device)
+    if not bool(has_child.all()):
+        rows = rows[has_child]
+        first = first[has_child]
+    nonzero[rows, first] = False
+    extra_parent, extra_token = nonzero.nonzero(as_tuple=True)
+    return torch.cat((rows, extra_parent)), torch.cat((first, extra_token))
 
 
 def model_device(model) -> torch.device:

@@ -91,3 +91,34 @@ def test_classic_cached_attention_derivation():
     assert cache.k[0].shape == (batch, heads, time, d_model // heads)
     torch.testing.assert_close(cached, full, rtol=0, atol=1e-10)
     torch.testing.assert_close(textbook, full, rtol=0, atol=1e-10)
+
+
+def test_reorder_copies_only_what_changes_and_reuses_buffers():
+    torch.manual_seed(0)
+    cache = KVCache(2, 6, 2, 5, 3, dtype=torch.float64)
+    cache.k.copy_(torch.randn_like(cache.k))
+    cache.v.copy_(torch.randn_like(cache.v))
+    cache.n_alpha = torch.arange(6)
+    cache.position = 3
+
+    def check(index, before):
+        old_k, old_v = before
+        assert cache.batch == len(index) and cache.k[0].shape == (len(index), 2, 5, 3)
+        assert torch.equal(cache.k[:, :, :, :3], old_k[:, index, :, :3])
+        assert torch.equal(cache.v[:, :, :, :3], old_v[:, index, :, :3])
+        assert cache.n_alpha.tolist() == [int(old_alpha[i]) for i in index]
+        assert cache.nbytes == 2 * len(index) * 5 * 2 * 2 * 3 * 8
+
+    for index in ([0, 1, 2, 3, 4, 5],  # identity: no copy
+                  [0, 1, 2, 5, 4, 3],  # permutation in place (sources overlap the written rows)
+                  [0, 1, 3, 3],  # shrink in place
+                  [0, 1, 2, 3, 0, 2],  # grow: first children keep their rows, extras appended
+                  [0, 1, 2, 3, 4, 5, 5, 1, 0]):  # grow past the capacity
+        before = (cache.k.clone(), cache.v.clone())
+        old_alpha = cache.n_alpha.clone()
+        storage = cache.k.untyped_storage().data_ptr()
+        cache.reorder(torch.tensor(index))
+        check(torch.tensor(index), before)
+        if len(index) <= 6:
+            assert cache.k.untyped_storage().data_ptr() == storage  # buffers reused
+    assert cache.capacity >= cache.batch and cache.allocated_nbytes >= cache.nbytes

@@ -41,3 +41,15 @@ def test_unique_window():
     assert w.update(10**6, 1) == 10**6 and w.update(10, 10**5) == 10
     with pytest.raises(ValueError):
         UniqueWindow(5, 1)
+
+
+def test_children_first_child_keeps_the_row_extras_appended():
+    from samplers.tree import children
+
+    counts = torch.tensor([[0, 2, 0, 1], [3, 0, 0, 0], [0, 0, 0, 5], [1, 1, 1, 1]])
+    parent, token = children(counts)
+    assert parent.tolist() == [0, 1, 2, 3, 0, 3, 3, 3]
+    assert token.tolist() == [1, 0, 3, 0, 3, 1, 2, 3]
+    empty_row = torch.tensor([[0, 0, 0, 0], [0, 1, 1, 0]])
+    parent, token = children(empty_row)
+    assert parent.tolist() == [1, 1] and token.tolist() == [1, 2]

@@ -1,0 +1,40 @@
+"""Smoke test of experiments/bench_sampling.py (its --quick subset)."""
+
+import importlib.util
+import json
+import os
+
+import pytest
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "bench_sampling.py")
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_sampling", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_quick_run_writes_json_and_png(bench, tmp_path):
+    out = tmp_path / "bench.json"
+    bench.main(["--quick", "--device", "cpu", "--out", str(out)])
+    data = json.loads(out.read_text())
+    assert (tmp_path / "bench.png").stat().st_size > 0
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+    meta = data["meta"]
+    for key in ("device", "cpu", "threads", "torch", "naive", "timing", "memory"):
+        assert key in meta
+    assert data["results"]
+    for r in data["results"]:
+        for key in ("n_orbitals", "n_unique", "peak_frontier_rows", "cached_seconds", "naive_seconds", "ratio",
+                    "ratio_over_n", "cached_token_steps_per_s", "naive_token_steps_per_s", "cache_bytes",
+                    "cache_bytes_formula", "max_abs_delta_p_vs_float64"):
+            assert key in r, key
+        assert r["samples_identical"] is True
+        assert r["cache_bytes_match_formula"] is True
+        assert r["cache_bytes"] == r["cache_bytes_formula"] > 0
+        assert r["cached_seconds"] > 0 and r["naive_seconds"] > 0
+        assert r["max_abs_delta_p_vs_float64"] < 1e-4
+    assert data["fits"] and "cached_exponent" in data["fits"][0]
