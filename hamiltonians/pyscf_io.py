@@ -35,6 +35,16 @@ def build_molecule(geometry, basis: str, *, charge: int = 0, spin: int = 0, unit
     if not isinstance(geometry, str):
         geometry = [(str(a), tuple(float(c) for c in xyz)) for a, xyz in geometry]
     try:
+        nuclear = sum(gto.charge(atom[0]) for atom in gto.format_atom(geometry, unit=1.0))
+    except (RuntimeError, KeyError, ValueError, IndexError) as exc:
+        raise ValueError(f"cannot parse geometry {geometry!r}: {exc}") from None
+    n_elec = nuclear - charge
+    if n_elec < 0 or abs(spin) > n_elec or (n_elec + spin) % 2:
+        raise ValueError(
+            f"impossible electron count: {nuclear} nuclear charge - charge {charge} = {n_elec} electrons "
+            f"cannot have spin 2S={spin}"
+        )
+    try:
         mol = gto.M(atom=geometry, basis=basis, charge=charge, spin=spin, unit=unit, verbose=0)
     except (RuntimeError, KeyError, ValueError, NotImplementedError) as exc:
         raise ValueError(f"cannot build molecule (basis {basis!r}, charge {charge}, spin {spin}): {exc}") from None

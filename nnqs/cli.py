@@ -1,4 +1,4 @@
-"""Command-line interface: ``nnqs check-consistency`` (and, later, ``nnqs run``).
+"""Command-line interface: ``nnqs run`` and ``nnqs check-consistency``.
 
 Exit codes: 0 success, 1 a check failed, 2 bad input.
 """
@@ -41,6 +41,17 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
     check.add_argument("--seed", type=int, default=0)
+
+    run = sub.add_parser("run", help="variational Monte Carlo on a molecule (TOML config or FCIDUMP)")
+    run.add_argument("config", nargs="?", help="TOML run configuration (see experiments/configs/)")
+    run.add_argument("--fcidump", help="run on an FCIDUMP file (electrons from its header) with default settings")
+    run.add_argument("--out", default=None, help="output folder (default runs/<name>)")
+    run.add_argument("--device", default=None, help="cpu, cuda, ... (overrides the config)")
+    run.add_argument("--steps", type=int, default=None, help="VMC steps (overrides the config)")
+    run.add_argument("--seed", type=int, default=None, help="random seed (overrides the config)")
+    run.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    run.add_argument("--stop-after", type=int, default=None, help="stop with a checkpoint after this many steps")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
 
@@ -69,11 +80,59 @@ def _check_consistency(args: argparse.Namespace) -> int:
     return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
 
 
+def _run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from hamiltonians import FCIDUMPError
+    from nnqs.driver import config_with_overrides, run
+    from nnqs.runconfig import ConfigError, config_from_dict, load_config
+
+    try:
+        if bool(args.config) == bool(args.fcidump):
+            raise ConfigError("give either a CONFIG.toml or --fcidump FILE")
+        if args.fcidump:
+            if not Path(args.fcidump).is_file():
+                raise ConfigError(f"{args.fcidump}: no such FCIDUMP file")
+            name = Path(args.fcidump).stem
+            config = config_from_dict({"molecule": {"name": name, "fcidump": args.fcidump}})
+        else:
+            config = load_config(args.config)
+        config = config_with_overrides(config, device=args.device, steps=args.steps, seed=args.seed)
+        out = args.out or str(Path("runs") / config.molecule.name)
+        result = run(config, out, resume=args.resume, stop_after=args.stop_after, progress=not args.no_progress)
+    except (ConfigError, FCIDUMPError) as error:
+        print(f"nnqs: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if "stopped_at" in result:
+        print(f"stopped after step {result['stopped_at']}; continue with --resume (outputs in {out})")
+        return EXIT_OK
+    print(_summary(result, out))
+    return EXIT_OK
+
+
+def _summary(result: dict, out: str) -> str:
+    refs = result["references"]
+    lines = [f"{result['molecule']}: E = {result['energy']:.8f} +- {result['energy_stderr']:.1e} Ha "
+             f"(variance {result['variance']:.2e}, {result['n_unique']} unique of {result['n_samples']:.3g} samples)"]
+    if result.get("energy_exact_variational") is not None:
+        lines.append(f"  exact <H> of the network over the full space: {result['energy_exact_variational']:.8f} Ha")
+    for key, label in (("hf", "HF"), ("ccsd_t", "CCSD(T)"), ("fci", "FCI")):
+        if refs.get(key) is not None:
+            lines.append(f"  {label:8s} {refs[key]:.8f} Ha")
+    if result.get("error_vs_fci_mha") is not None:
+        ok = "within" if abs(result["error_vs_fci_mha"]) < 1.6 else "outside"
+        lines.append(f"  error vs FCI: {result['error_vs_fci_mha']:.3f} mHa ({ok} chemical accuracy)")
+    lines.append(f"  {result['steps']} steps in {result['wall_seconds']:.1f} s on {result['device']}; outputs in {out}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = _build_parser().parse_args(argv)
     if args.command == "check-consistency":
         return _check_consistency(args)
+    if args.command == "run":
+        return _run(args)
     raise AssertionError(f"unhandled command {args.command}")  # pragma: no cover
 
 

@@ -27,6 +27,8 @@ class WavefunctionConfig:
         mlp_ratio: hidden width of each block's MLP as a multiple of ``d_model``.
         phase_hidden: hidden layer widths of the phase MLP (input: one-hot tokens ``4N``).
             An empty tuple gives a constant (zero) phase.
+        phase_init_std: standard deviation (radians) of the initial phases on random
+            configurations; spread phases avoid the saddle at equal phases (0 = PyTorch's init).
         constraint: ``"spin"`` (fixed ``n_alpha, n_beta``), ``"electrons"`` (fixed total)
             or ``"none"``; see :class:`nnqs.tokens.ElectronConstraint`.
         dtype: parameter dtype name: ``"float32"`` (default), ``"float64"`` or ``"bfloat16"``.
@@ -41,6 +43,7 @@ class WavefunctionConfig:
     n_kv_heads: int | None = None
     mlp_ratio: int = 4
     phase_hidden: tuple[int, ...] = (512, 512)
+    phase_init_std: float = 1.0
     constraint: str = "spin"
     dtype: str = "float32"
 

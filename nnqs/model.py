@@ -49,10 +49,28 @@ class PhaseMLP(nn.Module):
             width = h
         self.net = nn.Sequential(*layers, nn.Linear(width, 1)) if hidden else None
 
+    @torch.no_grad()
+    def spread_initial_phases(self, n_orbitals: int, std: float, seed: int = 0) -> None:
+        """Rescale the output layer so that ``phi`` has standard deviation ``std`` (radians) on
+        random configurations.
+
+        For a real Hamiltonian every stationary point of the energy has all phases equal, so a
+        network whose phases start nearly equal (the default init gives ~0.05 rad) sits at a
+        saddle where the phase gradient vanishes and signs are learned very slowly.
+        """
+        if self.net is None or std <= 0:
+            return
+        g = torch.Generator().manual_seed(seed)
+        tokens = torch.randint(0, N_TOKENS, (1024, n_orbitals), generator=g).to(self.net[-1].weight.device)
+        last = self.net[-1]
+        phases = self(tokens, last.weight.dtype) - last.bias
+        last.weight.mul_(std / phases.std().clamp_min(1e-12))
+
     def forward(self, tokens: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         if self.net is None:
             return torch.zeros(tokens.shape[0], dtype=dtype, device=tokens.device)
-        one_hot = F.one_hot(tokens, N_TOKENS).to(dtype).flatten(1)
+        # A comparison rather than F.one_hot, which checks values and so breaks torch.func.vmap.
+        one_hot = (tokens[..., None] == torch.arange(N_TOKENS, device=tokens.device)).to(dtype).flatten(1)
         return self.net(one_hot).squeeze(-1)
 
 
@@ -77,6 +95,7 @@ class TransformerWavefunction(nn.Module):
         self.norm = nn.LayerNorm(d)
         self.head = nn.Linear(d, N_TOKENS)
         self.phase_net = PhaseMLP(config.n_orbitals, config.phase_hidden)
+        self.phase_net.spread_initial_phases(config.n_orbitals, config.phase_init_std)
         self.to(config.torch_dtype)
 
     # ------------------------------------------------------------------- shared machinery
@@ -96,13 +115,15 @@ class TransformerWavefunction(nn.Module):
         return self.head(self.norm(x))
 
     # ----------------------------------------------------------------------- full pass
-    def log_conditionals(self, tokens: torch.Tensor) -> torch.Tensor:
+    def log_conditionals(self, tokens: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
         """One uncached causal pass: tokens ``[B, T]`` -> ``log p(t_i = k | t_<i)`` ``[B, T, 4]``.
 
         ``T = N`` for whole configurations; a prefix ``1 <= T < N`` gives the conditionals of its
-        first ``T`` positions (row ``i`` never reads ``t_j`` for ``j >= i``).
+        first ``T`` positions (row ``i`` never reads ``t_j`` for ``j >= i``). ``validate=False``
+        skips the value check (which reads tensor values, so it cannot run under ``torch.func.vmap``).
         """
-        check_tokens(tokens)
+        if validate:
+            check_tokens(tokens)
         if tokens.dim() != 2 or not 1 <= tokens.shape[1] <= self.n_orbitals:
             raise ValueError(
                 f"tokens must have shape [B, T] with 1 <= T <= {self.n_orbitals}, got {tuple(tokens.shape)}"
@@ -118,21 +139,29 @@ class TransformerWavefunction(nn.Module):
         """Tokens ``[B, T<=N]`` -> ``p(t_i = k | t_<i)`` ``[B, T, 4]`` (one uncached pass)."""
         return self.log_conditionals(tokens).exp()
 
-    def log_prob(self, tokens: torch.Tensor) -> torch.Tensor:
+    def log_prob(self, tokens: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
         """``log p(x)`` ``[B]`` of whole configurations ``[B, N]``; ``-inf`` off the valid space."""
-        check_tokens(tokens, self.n_orbitals)
-        log_cond = self.log_conditionals(tokens)
+        if validate:
+            check_tokens(tokens, self.n_orbitals)
+        log_cond = self.log_conditionals(tokens, validate=False)
         index = tokens.to(device=self.device, dtype=torch.long).unsqueeze(-1)
         return log_cond.gather(-1, index).squeeze(-1).sum(dim=-1)
 
-    def phase(self, tokens: torch.Tensor) -> torch.Tensor:
+    def phase(self, tokens: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
         """``phi(x)`` ``[B]`` in radians."""
-        check_tokens(tokens, self.n_orbitals)
+        if validate:
+            check_tokens(tokens, self.n_orbitals)
         return self.phase_net(tokens.to(device=self.device, dtype=torch.long), self.dtype)
 
-    def log_psi(self, tokens: torch.Tensor) -> torch.Tensor:
+    def log_psi(self, tokens: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
         """``log psi(x) = 0.5 * log p(x) + i * phi(x)``, complex ``[B]``."""
-        return torch.complex(0.5 * self.log_prob(tokens), self.phase(tokens))
+        if validate:
+            check_tokens(tokens, self.n_orbitals)
+        return torch.complex(0.5 * self.log_prob(tokens, validate=False), self.phase(tokens, validate=False))
+
+    def forward(self, tokens: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
+        """``log psi(x)`` (so ``model(x)`` and ``torch.func.functional_call`` give log psi)."""
+        return self.log_psi(tokens, validate=validate)
 
     # ----------------------------------------------------------------------- cached path
     def init_cache(self, batch: int) -> KVCache:

@@ -1,0 +1,191 @@
+"""``nnqs run``: a VMC run end to end, with outputs per DESIGN.md §7.
+
+Writes into the output folder: ``metrics.csv`` (one row per step), ``checkpoint.pt`` (atomic;
+``--resume`` continues from it exactly), ``convergence.png`` and ``result.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from hamiltonians import enumerate_determinants
+from nnqs.config import WavefunctionConfig
+from nnqs.io import load_checkpoint, save_checkpoint, write_json
+from nnqs.model import TransformerWavefunction
+from nnqs.report import MetricsLog, plot_convergence
+from nnqs.runconfig import ConfigError, RunConfig
+from nnqs.system import build_system
+from nnqs.tokens import occupations_to_tokens
+from nnqs.vmc import Trainer, hf_tokens, local_energies, pretrain_hf
+
+log = logging.getLogger(__name__)
+
+#: Largest determinant space for which result.json also gets the exact variational energy.
+EXACT_ENERGY_MAX_DETERMINANTS = 200_000
+
+
+def build_model(config: RunConfig, n_orbitals: int, n_alpha: int, n_beta: int) -> TransformerWavefunction:
+    m = config.model
+    wf = WavefunctionConfig(
+        n_orbitals=n_orbitals, n_alpha=n_alpha, n_beta=n_beta, d_model=m.d_model, n_layers=m.n_layers,
+        n_heads=m.n_heads, n_kv_heads=m.n_kv_heads, mlp_ratio=m.mlp_ratio,
+        phase_hidden=tuple(m.phase_hidden), phase_init_std=m.phase_init_std, dtype=m.dtype,
+    )
+    return TransformerWavefunction(wf)
+
+
+@torch.no_grad()
+def exact_variational_energy(model: TransformerWavefunction, H) -> float:
+    """``<psi|H|psi>`` summed over the whole valid space (``p`` is normalised exactly)."""
+    occ = enumerate_determinants(H.n_orbitals, H.n_alpha, H.n_beta)
+    tokens = occupations_to_tokens(occ.long()).to(model.device)
+    log_psi = model.log_psi(tokens)
+    e_loc = local_energies(model, H, tokens, log_psi, "exact")
+    p = (2 * log_psi.real.to(torch.float64)).exp()
+    return float((p * e_loc.real).sum() / p.sum())
+
+
+def _check_device(device: str) -> None:
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device {device!r} requested but CUDA is not available")
+
+
+def run(
+    config: RunConfig,
+    out_dir: str | Path,
+    *,
+    resume: bool = False,
+    stop_after: int | None = None,
+    progress: bool = True,
+) -> dict:
+    """Run VMC as configured; return the result dictionary (also written to ``result.json``).
+
+    Args:
+        config: the run configuration.
+        out_dir: output folder (created).
+        resume: continue from ``out_dir/checkpoint.pt``.
+        stop_after: stop (with a checkpoint) once this many steps are done, as if interrupted;
+            ``None`` runs to ``config.optim.steps`` and writes the result.
+        progress: show a progress bar.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _check_device(config.run.device)
+    if config.run.threads:
+        torch.set_num_threads(config.run.threads)
+    torch.manual_seed(config.run.seed)
+
+    system = build_system(config.molecule)
+    H = system.hamiltonian.to(device=config.run.device)
+    refs = {k: system.references.get(k) for k in ("hf", "ccsd", "ccsd_t", "fci")}
+    try:
+        model = build_model(config, H.n_orbitals, H.n_alpha, H.n_beta).to(config.run.device)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    trainer = Trainer(model, H, config.optim, config.sampler, seed=config.run.seed)
+
+    ckpt_path = out / "checkpoint.pt"
+    wall_before = 0.0
+    if resume:
+        if not ckpt_path.exists():
+            raise ConfigError(f"--resume: no checkpoint at {ckpt_path}")
+        state = load_checkpoint(ckpt_path, map_location=config.run.device)
+        trainer.load_state_dict(state["trainer"])
+        wall_before = float(state["wall_seconds"])
+        p_hf = float(state["p_hf"])
+        log.info("resumed from %s at step %d", ckpt_path, trainer.step)
+    else:
+        p_hf = pretrain_hf(model, config.optim.pretrain_hf) if config.optim.pretrain_hf else math.nan
+        trainer.mark_good()  # the pretrained weights are the state to roll back to
+    metrics = MetricsLog(out / "metrics.csv", refs["fci"], resume_step=trainer.step if resume else None)
+
+    target = config.optim.steps if stop_after is None else min(stop_after, config.optim.steps)
+    start = time.perf_counter()
+
+    def checkpoint() -> None:
+        save_checkpoint(ckpt_path, {
+            "trainer": trainer.state_dict(), "config": config.to_dict(), "p_hf": p_hf,
+            "wall_seconds": wall_before + time.perf_counter() - start,
+        })
+
+    bar = tqdm(total=config.optim.steps, initial=trainer.step, disable=not progress, desc=config.molecule.name,
+               dynamic_ncols=True)
+    while trainer.step < target:
+        record = trainer.train_step()
+        row = metrics.append(record)
+        postfix = {"E": f"{record.energy:.6f}", "unique": record.n_unique,
+                   "samples/s": f"{record.n_samples / max(record.seconds, 1e-9):.3g}"}
+        if row["error_vs_fci_mha"] != "":
+            postfix["dE_fci(mHa)"] = f"{row['error_vs_fci_mha']:.3f}"
+        bar.set_postfix(postfix)
+        bar.update(1)
+        if trainer.step % config.run.checkpoint_every == 0 or trainer.step == target:
+            checkpoint()
+    bar.close()
+    if trainer.step < config.optim.steps:
+        return {"stopped_at": trainer.step}
+    checkpoint()
+    result = _final_result(config, system, trainer, refs, p_hf, wall_before + time.perf_counter() - start)
+    write_json(out / "result.json", result)
+    steps, energies = metrics.energies()
+    plot_convergence(out / "convergence.png", steps, energies, refs, f"{config.molecule.name}: NNQS VMC")
+    return result
+
+
+def _final_result(config: RunConfig, system, trainer: Trainer, refs: dict, p_hf: float, wall: float) -> dict:
+    """Evaluate the trained state on a fresh, larger sample and assemble ``result.json``."""
+    H = trainer.H
+    n_eval = config.sampler.eval_samples or 10 * trainer.n_samples
+    trainer.model.eval()
+    batch = trainer.sample(n_eval)
+    with torch.no_grad():
+        _, _, _, est = trainer.evaluate(batch)
+    exact = None
+    if H.n_determinants <= EXACT_ENERGY_MAX_DETERMINANTS:
+        exact = exact_variational_energy(trainer.model, H)
+    with torch.no_grad():
+        p_hf_final = float(trainer.model.log_prob(hf_tokens(H.n_orbitals, H.n_alpha, H.n_beta).to(trainer.model.device)).exp())
+    fci = refs.get("fci")
+    return {
+        "molecule": config.molecule.name,
+        "energy": est.energy,
+        "energy_stderr": est.stderr,
+        "variance": est.variance,
+        "energy_exact_variational": exact,
+        "references": refs,
+        "error_vs_fci_mha": None if fci is None else 1e3 * (est.energy - fci),
+        "exact_error_vs_fci_mha": None if fci is None or exact is None else 1e3 * (exact - fci),
+        "error_vs_ccsd_t_mha": None if refs.get("ccsd_t") is None else 1e3 * (est.energy - refs["ccsd_t"]),
+        "steps": trainer.step,
+        "n_samples": batch.n_samples,
+        "n_unique": batch.n_unique,
+        "n_orbitals": H.n_orbitals,
+        "n_alpha": H.n_alpha,
+        "n_beta": H.n_beta,
+        "n_determinants": H.n_determinants,
+        "orbital_order": system.order,
+        "p_hf_after_pretraining": p_hf,
+        "p_hf_final": p_hf_final,
+        "wall_seconds": wall,
+        "device": str(trainer.model.device),
+        "threads": torch.get_num_threads(),
+        "config": config.to_dict(),
+    }
+
+
+def config_with_overrides(config: RunConfig, *, device=None, steps=None, seed=None) -> RunConfig:
+    """Apply command-line overrides."""
+    if device is not None:
+        config = replace(config, run=replace(config.run, device=device))
+    if seed is not None:
+        config = replace(config, run=replace(config.run, seed=seed))
+    if steps is not None:
+        config = replace(config, optim=replace(config.optim, steps=steps))
+    return config

@@ -1,0 +1,248 @@
+"""Variational Monte Carlo, built from small named functions (DESIGN.md §6).
+
+One step: BAS samples ``x_u`` with counts ``c_u`` -> weights ``w_u`` -> local energies
+``E_loc(x_u)`` -> ``E = sum_u w_u E_loc`` -> the loss whose gradient is
+``2 Re sum_u w_u (E_loc(x_u) - E)^* grad log psi(x_u)``, through the uncached full pass.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+import logging
+import math
+from dataclasses import dataclass
+
+import torch
+
+from hamiltonians import MolecularHamiltonian, hf_occupation, local_energy
+from nnqs.model import TransformerWavefunction
+from nnqs.runconfig import OptimConfig, SamplerConfig
+from nnqs.sr import log_psi_jacobian, minsr_direction
+from nnqs.tokens import occupations_to_tokens, tokens_to_occupations
+from samplers import SampleBatch, UniqueWindow
+from samplers import bas
+
+log = logging.getLogger(__name__)
+
+
+# ------------------------------------------------------------------------------ estimators
+@dataclass(frozen=True)
+class EnergyEstimate:
+    """``energy = sum_u w_u Re E_loc``; ``variance = sum_u w_u |E_loc - E|^2``;
+    ``stderr = sqrt(variance / n_samples)`` (i.i.d. draws)."""
+
+    energy: float
+    variance: float
+    stderr: float
+
+
+def sample_weights(batch: SampleBatch, kind: str = "counts") -> torch.Tensor:
+    """float64 ``[U]`` weights summing to 1: ``c_u / n_samples`` or renormalised ``|psi|^2``."""
+    if kind == "counts":
+        return batch.weights
+    if kind == "psi2":
+        return torch.softmax(batch.log_prob.to(torch.float64), dim=0)
+    raise ValueError(f"unknown weights {kind!r}")
+
+
+def estimate_energy(e_loc: torch.Tensor, weights: torch.Tensor, n_samples: int) -> EnergyEstimate:
+    """Weighted mean and variance of complex local energies ``[U]``."""
+    energy = (weights * e_loc).sum()
+    variance = float((weights * (e_loc - energy).abs() ** 2).sum())
+    return EnergyEstimate(float(energy.real), variance, math.sqrt(variance / n_samples))
+
+
+def vmc_loss(log_psi: torch.Tensor, e_loc: torch.Tensor, weights: torch.Tensor, energy: complex) -> torch.Tensor:
+    """Surrogate loss with ``grad = 2 Re sum_u w_u (E_loc - E)^* grad log psi``.
+
+    ``Re[(a + ib)^* (l + i phi)] = a l + b phi`` for ``log psi = l + i phi``.
+    """
+    delta = (e_loc - energy).detach()
+    w = weights.to(log_psi.real.dtype)
+    real = delta.real.to(w.dtype)
+    imag = delta.imag.to(w.dtype)
+    return 2.0 * (w * (real * log_psi.real + imag * log_psi.imag)).sum()
+
+
+def occupation_log_psi(model: TransformerWavefunction):
+    """``occ [M, 2N] -> complex128 log psi [M]``, the callback the local-energy kernel needs."""
+
+    def fn(occ: torch.Tensor) -> torch.Tensor:
+        return model.log_psi(occupations_to_tokens(occ).to(model.device)).to(torch.complex128)
+
+    return fn
+
+
+def local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor, log_psi: torch.Tensor, mode: str) -> torch.Tensor:
+    """complex128 ``E_loc`` ``[U]`` of the sampled tokens (``log_psi`` of them given, detached)."""
+    occ = tokens_to_occupations(tokens).to(torch.uint8)
+    result = local_energy(H, occ, occupation_log_psi(model), mode=mode,
+                          log_psi_x=log_psi.detach().to(torch.complex128))
+    return result.e_loc.to(torch.complex128)
+
+
+# ------------------------------------------------------------------------------ HF start
+def hf_tokens(n_orbitals: int, n_alpha: int, n_beta: int) -> torch.Tensor:
+    """The Hartree–Fock determinant as tokens ``[1, N]``."""
+    return occupations_to_tokens(hf_occupation(n_orbitals, n_alpha, n_beta)[None].long())
+
+
+def pretrain_hf(model: TransformerWavefunction, target: float, *, lr: float = 1e-2, max_steps: int = 500) -> float:
+    """Train ``-log p(HF)`` with Adam until ``p(HF) >= target``; return the final ``p(HF)``.
+
+    Most probability then sits on HF, so step 0's energy is close to ``E_HF``, while the rest
+    keeps the other determinants reachable by the sampler.
+    """
+    c = model.config
+    x = hf_tokens(c.n_orbitals, c.n_alpha, c.n_beta).to(model.device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    with torch.no_grad():
+        p_hf = float(model.log_prob(x).exp())
+    for _ in range(max_steps):
+        if p_hf >= target:
+            break
+        optimizer.zero_grad()
+        loss = -model.log_prob(x).sum()
+        loss.backward()
+        optimizer.step()
+        p_hf = float(model.log_prob(x).detach().exp())
+    log.info("HF pretraining: p(HF) = %.4f", p_hf)
+    return p_hf
+
+
+# ------------------------------------------------------------------------------ the trainer
+def learning_rate_factor(step: int, cfg: OptimConfig) -> float:
+    """Linear warm-up over ``cfg.warmup`` steps, then a cosine decay to ``cfg.final_lr_ratio``."""
+    if cfg.warmup and step < cfg.warmup:
+        return (step + 1) / cfg.warmup
+    span = max(cfg.steps - cfg.warmup, 1)
+    progress = min((step - cfg.warmup) / span, 1.0)
+    return cfg.final_lr_ratio + (1 - cfg.final_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+@dataclass
+class StepRecord:
+    step: int
+    energy: float
+    stderr: float
+    variance: float
+    n_samples: int
+    n_unique: int
+    lr: float
+    grad_norm: float
+    seconds: float
+    rolled_back: bool = False
+
+
+class Trainer:
+    """Holds everything a VMC run changes (model, optimiser, random stream, n_samples, lr scale).
+
+    ``state_dict()``/``load_state_dict()`` capture all of it, so a resumed run continues exactly
+    as an uninterrupted one would.
+    """
+
+    def __init__(self, model: TransformerWavefunction, H: MolecularHamiltonian, optim: OptimConfig,
+                 sampler: SamplerConfig, *, seed: int = 0) -> None:
+        self.model, self.H, self.optim_cfg, self.sampler_cfg = model, H, optim, sampler
+        if optim.method == "minsr":
+            self.optimizer = torch.optim.SGD(model.parameters(), lr=optim.lr)
+        else:
+            self.optimizer = torch.optim.AdamW(
+                model.parameters(), lr=optim.lr, betas=tuple(optim.betas), eps=optim.eps,
+                weight_decay=optim.weight_decay,
+            )
+        self.generator = torch.Generator(device=model.device).manual_seed(seed)
+        self.window = UniqueWindow(*sampler.unique_window, factor=sampler.factor) if sampler.unique_window else None
+        self.n_samples = sampler.n_samples
+        self.step = 0
+        self.lr_scale = 1.0
+        self.mark_good()
+
+    # -- one step ------------------------------------------------------------------------
+    def sample(self, n_samples: int) -> SampleBatch:
+        return bas.sample(self.model, n_samples, generator=self.generator,
+                          max_unique=self.sampler_cfg.max_unique or None)
+
+    def evaluate(self, batch: SampleBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, EnergyEstimate]:
+        """log psi (with grad), E_loc, weights and the energy estimate of a sample batch."""
+        log_psi = self.model.log_psi(batch.tokens)
+        e_loc = local_energies(self.model, self.H, batch.tokens, log_psi, self.optim_cfg.local_energy)
+        weights = sample_weights(batch, self.optim_cfg.weights).to(e_loc.device)
+        return log_psi, e_loc, weights, estimate_energy(e_loc, weights, batch.n_samples)
+
+    def train_step(self) -> StepRecord:
+        start = time.perf_counter()
+        lr = self.optim_cfg.lr * self.lr_scale * learning_rate_factor(self.step, self.optim_cfg)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.model.train()
+        batch = self.sample(self.n_samples)
+        log_psi, e_loc, weights, est = self.evaluate(batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.optim_cfg.method == "minsr":
+            loss = self._minsr_gradient(batch.tokens, e_loc, weights)
+        else:
+            loss = vmc_loss(log_psi, e_loc, weights, complex((weights * e_loc).sum()))
+            loss.backward()
+        clip = self.optim_cfg.clip or float("inf")
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip))
+        finite = math.isfinite(est.energy) and math.isfinite(grad_norm) and math.isfinite(float(loss.detach()))
+        if finite:
+            self.optimizer.step()
+            self.mark_good()
+        else:
+            self._roll_back()
+        record = StepRecord(self.step, est.energy, est.stderr, est.variance, self.n_samples, batch.n_unique,
+                            lr, grad_norm, time.perf_counter() - start, rolled_back=not finite)
+        if self.window is not None:
+            self.n_samples = self.window.update(self.n_samples, batch.n_unique)
+        self.step += 1
+        return record
+
+    def _minsr_gradient(self, tokens: torch.Tensor, e_loc: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Write the minSR direction into ``p.grad`` (the SGD step then applies ``-lr * d``)."""
+        jac = log_psi_jacobian(self.model, tokens)
+        direction, gradient = minsr_direction(jac, e_loc, weights, shift=self.optim_cfg.sr_shift)
+        offset = 0
+        for p in self.model.parameters():
+            n = p.numel()
+            p.grad = direction[offset : offset + n].view_as(p).to(p.dtype)
+            offset += n
+        return gradient.norm()
+
+    # -- NaN guard -----------------------------------------------------------------------
+    def _snapshot(self) -> dict:
+        return {"model": copy.deepcopy(self.model.state_dict()),
+                "optimizer": copy.deepcopy(self.optimizer.state_dict())}
+
+    def mark_good(self) -> None:
+        """Record the current model and optimiser as the state a non-finite step rolls back to."""
+        self._good = self._snapshot()
+
+    def _roll_back(self) -> None:
+        self.model.load_state_dict(self._good["model"])
+        self.optimizer.load_state_dict(self._good["optimizer"])
+        self.lr_scale *= 0.5
+        log.warning("step %d: non-finite energy or gradient; rolled back to the last good state and "
+                    "halved the learning rate (scale now %.3g)", self.step, self.lr_scale)
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            "n_samples": self.n_samples,
+            "step": self.step,
+            "lr_scale": self.lr_scale,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["generator"])
+        self.n_samples = int(state["n_samples"])
+        self.step = int(state["step"])
+        self.lr_scale = float(state["lr_scale"])
+        self.mark_good()

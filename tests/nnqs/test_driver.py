@@ -1,0 +1,129 @@
+"""nnqs run: outputs, resume equality, and one-line errors with exit code 2."""
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from hamiltonians import from_pyscf, write_fcidump
+from nnqs import cli
+from nnqs.driver import run
+from nnqs.io import load_checkpoint
+from nnqs.runconfig import ConfigError, config_from_dict, load_config
+
+H2 = {"name": "h2", "geometry": "H 0 0 0; H 0 0 0.7414", "basis": "sto-3g"}
+TINY = {
+    "molecule": H2,
+    "model": {"d_model": 8, "n_layers": 1, "n_heads": 2, "phase_hidden": [8]},
+    "sampler": {"n_samples": 1000, "unique_window": [2, 3]},
+    "optim": {"steps": 6, "lr": 0.01, "warmup": 2},
+    "run": {"checkpoint_every": 2},
+}
+
+
+@pytest.fixture(autouse=True)
+def reference_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("NNQS_REFERENCE_CACHE", str(tmp_path / "refs.json"))
+
+
+def test_run_writes_all_outputs(tmp_path):
+    result = run(config_from_dict(TINY), tmp_path / "out", progress=False)
+    out = tmp_path / "out"
+    for name in ("metrics.csv", "result.json", "checkpoint.pt", "convergence.png"):
+        assert (out / name).exists(), name
+    saved = json.loads((out / "result.json").read_text())
+    for key in ("energy", "energy_stderr", "variance", "references", "error_vs_fci_mha", "steps",
+                "n_samples", "n_unique", "wall_seconds", "device"):
+        assert key in saved
+    assert saved["steps"] == 6 and saved["references"]["fci"] == pytest.approx(-1.1372701746609035, abs=1e-8)
+    assert saved["energy"] >= saved["references"]["fci"] - 5 * saved["energy_stderr"] - 1e-9
+    rows = list(csv.DictReader((out / "metrics.csv").open()))
+    assert [int(r["step"]) for r in rows] == list(range(6))
+    assert result["energy"] == saved["energy"]
+    state = load_checkpoint(out / "checkpoint.pt")  # weights_only=True
+    assert state["trainer"]["step"] == 6
+
+
+def test_resume_equals_uninterrupted_run(tmp_path):
+    config = config_from_dict(TINY)
+    full = run(config, tmp_path / "full", progress=False)
+    stopped = run(config, tmp_path / "split", stop_after=3, progress=False)
+    assert stopped == {"stopped_at": 3}
+    resumed = run(config, tmp_path / "split", resume=True, progress=False)
+    a = load_checkpoint(tmp_path / "full" / "checkpoint.pt")["trainer"]
+    b = load_checkpoint(tmp_path / "split" / "checkpoint.pt")["trainer"]
+    for key, value in a["model"].items():
+        assert torch.equal(value, b["model"][key]), key
+    assert torch.equal(a["generator"], b["generator"]) and a["n_samples"] == b["n_samples"]
+    assert resumed["energy"] == full["energy"] and resumed["n_unique"] == full["n_unique"]
+    rows = list(csv.DictReader((tmp_path / "split" / "metrics.csv").open()))
+    assert [int(r["step"]) for r in rows] == list(range(6))
+
+
+def test_config_errors():
+    with pytest.raises(ConfigError, match="optim.stepz"):
+        config_from_dict({"molecule": H2, "optim": {"stepz": 3}})
+    with pytest.raises(ConfigError, match="unknown table"):
+        config_from_dict({"molecule": H2, "modle": {}})
+    with pytest.raises(ConfigError, match="optim.steps must be of type int"):
+        config_from_dict({"molecule": H2, "optim": {"steps": "many"}})
+    with pytest.raises(ConfigError, match="exactly one of"):
+        config_from_dict({"molecule": {"basis": "sto-3g"}})
+
+
+def run_cli(*args, cwd=None):
+    proc = subprocess.run([sys.executable, "-m", "nnqs.cli", "run", *args], capture_output=True, text=True, cwd=cwd)
+    return proc.returncode, proc.stderr.strip().splitlines()
+
+
+@pytest.mark.parametrize(
+    "toml,needle",
+    [
+        ('[molecule]\ngeometry = "H 0 0 0; H 0 0 0.74"\n[optim]\nstepz = 5\n', "optim.stepz"),
+        ('[molecule]\ngeometry = "H 0 0 0; H 0 0 0.74"\nbasis = "no-such-basis"\n', "no-such-basis"),
+        ('[molecule]\ngeometry = "H 0 0 0; H 0 0 0.74"\ncharge = 3\n', "electron"),
+        ('[molecule]\ngeometry = "H 0 0 0; H 0 0 0.74"\nspin = 1\n', "spin"),
+        ('[molecule\ngeometry = 1\n', "config.toml"),
+    ],
+)
+def test_cli_bad_config_exits_2_with_one_line(tmp_path, toml, needle):
+    path = tmp_path / "config.toml"
+    path.write_text(toml)
+    code, lines = run_cli(str(path), "--out", str(tmp_path / "out"), "--no-progress")
+    assert code == 2, lines
+    assert len(lines) == 1 and needle in lines[0], lines
+    assert not (tmp_path / "out" / "result.json").exists()
+
+
+def test_cli_bad_fcidump_exits_2(tmp_path):
+    bad = tmp_path / "bad.fcidump"
+    bad.write_text("&FCI NORB=2,NELEC=2,MS2=0,\n ORBSYM=1,1,\n ISYM=1,\n&END\n 0.5 1 1 x 1\n")
+    code, lines = run_cli("--fcidump", str(bad), "--out", str(tmp_path / "out"), "--no-progress")
+    assert code == 2 and len(lines) == 1 and "bad.fcidump:5: malformed line" in lines[0]
+    code, lines = run_cli("--fcidump", str(tmp_path / "missing.fcidump"), "--no-progress")
+    assert code == 2 and "no such FCIDUMP" in lines[0]
+    code, lines = run_cli("--no-progress")
+    assert code == 2 and "either" in lines[0]
+
+
+def test_cli_fcidump_run(tmp_path, capsys, monkeypatch):
+    H = from_pyscf("H 0 0 0; H 0 0 0.7414", "sto-3g")
+    path = tmp_path / "h2.fcidump"
+    write_fcidump(H, path)
+    code = cli.main(["run", "--fcidump", str(path), "--steps", "3", "--out", str(tmp_path / "o"), "--no-progress"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "h2: E =" in out and "FCI" in out
+    assert json.loads((tmp_path / "o" / "result.json").read_text())["steps"] == 3
+
+
+def test_example_configs_load():
+    from pathlib import Path
+
+    configs = sorted(Path(__file__).resolve().parents[2].joinpath("experiments", "configs").glob("*.toml"))
+    assert len(configs) >= 7
+    for path in configs:
+        load_config(path)
