@@ -21,19 +21,19 @@ Writes JSON (default ``experiments/results/bench_local_energy_<device>.json``) a
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import platform
 import sys
-import tempfile
 import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from experiments.benchutil import PeakMemory  # noqa: E402
 from hamiltonians import from_pyscf, local_energy  # noqa: E402
+from nnqs.io import write_json  # noqa: E402
 from hamiltonians.determinants import pack_occupations  # noqa: E402
 from hamiltonians.reference import connected_reference  # noqa: E402
 
@@ -46,44 +46,6 @@ SYSTEMS = {
 
 
 # ----------------------------------------------------------------------------- memory
-class PeakMemory:
-    """Peak extra memory of a block: CUDA allocator peak, or CPU peak-RSS rise (bytes)."""
-
-    def __init__(self, device: torch.device):
-        self.device = device
-        self.peak = None
-
-    @staticmethod
-    def _status(field):
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-        return None
-
-    def __enter__(self):
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            torch.cuda.reset_peak_memory_stats(self.device)
-            self.base = torch.cuda.memory_allocated(self.device)
-        else:
-            try:
-                with open("/proc/self/clear_refs", "w") as f:
-                    f.write("5")  # reset VmHWM to the current RSS
-                self.base = self._status("VmRSS")
-            except OSError:
-                self.base = None
-        return self
-
-    def __exit__(self, *exc):
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            self.peak = torch.cuda.max_memory_allocated(self.device) - self.base
-        elif self.base is not None:
-            self.peak = self._status("VmHWM") - self.base
-        return False
-
-
 def _timer(device):
     if device.type == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -264,11 +226,7 @@ def main(argv=None):
     print_table(results)
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                    f"bench_local_energy_{device.type}.json")
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".bench.", suffix=".tmp", dir=os.path.dirname(os.path.abspath(out)))
-    with os.fdopen(fd, "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1)
-    os.replace(tmp, out)
+    write_json(out, {"meta": meta, "results": results})
     logger.info("wrote %s", out)
     return results
 

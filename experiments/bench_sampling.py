@@ -33,20 +33,20 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import logging
 import math
 import os
 import platform
 import sys
-import tempfile
 import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from experiments.benchutil import PeakMemory  # noqa: E402
 from nnqs import TransformerWavefunction, WavefunctionConfig  # noqa: E402
+from nnqs.io import atomic_write, write_json  # noqa: E402
 from samplers import bas, naive  # noqa: E402
 
 logger = logging.getLogger("bench_sampling")
@@ -73,44 +73,6 @@ def cpu_model_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
-
-
-class PeakMemory:
-    """Peak extra memory of a block: CUDA allocator peak, or the CPU peak-RSS rise (bytes)."""
-
-    def __init__(self, device: torch.device):
-        self.device = device
-        self.peak = None
-
-    @staticmethod
-    def _status(field):
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-        return None
-
-    def __enter__(self):
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            torch.cuda.reset_peak_memory_stats(self.device)
-            self.base = torch.cuda.memory_allocated(self.device)
-        else:
-            try:
-                with open("/proc/self/clear_refs", "w") as f:
-                    f.write("5")  # reset VmHWM to the current RSS
-                self.base = self._status("VmRSS")
-            except OSError:
-                self.base = None
-        return self
-
-    def __exit__(self, *exc):
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            self.peak = torch.cuda.max_memory_allocated(self.device) - self.base
-        elif self.base is not None:
-            self.peak = self._status("VmHWM") - self.base
-        return False
 
 
 def timed(device: torch.device, fn):
@@ -266,20 +228,6 @@ def print_table(results):
               f"{r['cache_bytes'] / 2**20:9.1f} {'ok' if r['cache_bytes_match_formula'] else 'DIFF':>7s}")
 
 
-def write_atomic(path, write):
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".bench.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def plot(results, path, title):
     import matplotlib
 
@@ -306,7 +254,7 @@ def plot(results, path, title):
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=6)
     fig.tight_layout()
-    write_atomic(path, lambda f: fig.savefig(f, format="png", dpi=120))
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
     plt.close(fig)
 
 
@@ -381,7 +329,7 @@ def main(argv=None):
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                    f"bench_sampling_{device.type}.json")
     payload = {"meta": meta, "results": results, "fits": fits}
-    write_atomic(out, lambda f: f.write(json.dumps(payload, indent=1).encode()))
+    write_json(out, payload)
     png = os.path.splitext(out)[0] + ".png"
     plot(results, png, f"BAS sampling, {meta['cpu'] if device.type == 'cpu' else meta['gpu']}, "
                        f"{meta['threads']} thread(s), torch {meta['torch']}")

@@ -16,7 +16,6 @@ the sampler). Tests prove they agree.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from nnqs.attention import Block

@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from hamiltonians import from_openfermion
-from hamiltonians.determinants import enumerate_determinants
 from hamiltonians.exact import hamiltonian_matrix
 from tests.hamiltonians.conftest import GEOMETRIES
 
