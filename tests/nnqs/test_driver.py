@@ -127,3 +127,23 @@ def test_example_configs_load():
     assert len(configs) >= 7
     for path in configs:
         load_config(path)
+
+
+@pytest.mark.parametrize("order", ["reversed", [1, 0, 3, 2, 5, 4]])
+def test_orbital_order_permutes_integrals_not_energies(order):
+    from hamiltonians.exact import ground_state_energy
+    from nnqs.runconfig import MoleculeConfig
+    from nnqs.system import build_system
+
+    lih = {"geometry": "Li 0 0 0; H 0 0 1.5949", "basis": "sto-3g"}
+    given = build_system(MoleculeConfig(**lih), references=False)
+    permuted = build_system(MoleculeConfig(**lih, orbital_order=order if isinstance(order, str) else tuple(order)),
+                            references=False)
+    perm = permuted.order
+    assert perm != list(range(6))
+    H, P = given.hamiltonian, permuted.hamiltonian
+    assert torch.equal(P.h1, H.h1[perm][:, perm])
+    assert float(P.eri[0, 1, 2, 3]) == float(H.eri[perm[0], perm[1], perm[2], perm[3]])
+    assert abs(ground_state_energy(P) - ground_state_energy(H)) < 1e-10
+    with pytest.raises(ConfigError, match="permutation"):
+        build_system(MoleculeConfig(**lih, orbital_order=(0, 0, 1, 2, 3, 4)), references=False)
