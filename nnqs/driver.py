@@ -7,7 +7,6 @@ Writes into the output folder: ``metrics.csv`` (one row per step), ``checkpoint.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -16,9 +15,11 @@ import torch
 from tqdm.auto import tqdm
 
 from hamiltonians import enumerate_determinants
+from hamiltonians.cisd import cisd
 from nnqs.config import WavefunctionConfig
 from nnqs.io import load_checkpoint, save_checkpoint, write_json
 from nnqs.model import TransformerWavefunction
+from nnqs.pretrain import pretrain_to_state
 from nnqs.report import MetricsLog, plot_convergence
 from nnqs.runconfig import ConfigError, RunConfig
 from nnqs.system import build_system
@@ -50,6 +51,17 @@ def exact_variational_energy(model: TransformerWavefunction, H) -> float:
     e_loc = local_energies(model, H, tokens, log_psi, "exact")
     p = (2 * log_psi.real.to(torch.float64)).exp()
     return float((p * e_loc.real).sum() / p.sum())
+
+
+def pretrain(model: TransformerWavefunction, H, optim) -> None:
+    """The supervised start chosen by ``optim.pretrain`` (see :mod:`nnqs.pretrain`)."""
+    if optim.pretrain == "hf":
+        pretrain_hf(model, optim.pretrain_hf)
+    elif optim.pretrain == "cisd":
+        state = cisd(H)
+        tokens = occupations_to_tokens(state.dets.long())
+        value = pretrain_to_state(model, tokens, state.coefficients, steps=optim.pretrain_steps)
+        log.info("CISD start: E_CISD = %.8f, fidelity %.5f", state.energy, value)
 
 
 def _check_device(device: str) -> None:
@@ -102,7 +114,9 @@ def run(
         p_hf = float(state["p_hf"])
         log.info("resumed from %s at step %d", ckpt_path, trainer.step)
     else:
-        p_hf = pretrain_hf(model, config.optim.pretrain_hf) if config.optim.pretrain_hf else math.nan
+        pretrain(model, H, config.optim)
+        with torch.no_grad():
+            p_hf = float(model.log_prob(hf_tokens(H.n_orbitals, H.n_alpha, H.n_beta).to(model.device)).exp())
         trainer.mark_good()  # the pretrained weights are the state to roll back to
     metrics = MetricsLog(out / "metrics.csv", refs["fci"], resume_step=trainer.step if resume else None)
 
@@ -172,6 +186,7 @@ def _final_result(config: RunConfig, system, trainer: Trainer, refs: dict, p_hf:
         "n_determinants": H.n_determinants,
         "orbital_order": system.order,
         "p_hf_after_pretraining": p_hf,
+        "pretrain": config.optim.pretrain,
         "p_hf_final": p_hf_final,
         "wall_seconds": wall,
         "device": str(trainer.model.device),

@@ -119,7 +119,11 @@ class OptimConfig:
         method: ``"adamw"`` or ``"minsr"`` (stochastic reconfiguration in sample space, applied
             as ``theta -= lr * d``; use a larger ``lr``, e.g. 0.02-0.1).
         sr_shift: minSR diagonal shift.
-        pretrain_hf: before VMC, train ``-log p(HF)`` until ``p(HF)`` reaches this (0 = off).
+        pretrain: the supervised start: ``"cisd"`` (fit the CISD wavefunction, signs included;
+            see :mod:`nnqs.pretrain`), ``"hf"`` (train ``-log p(HF)`` until ``p(HF)`` reaches
+            ``pretrain_hf``) or ``"none"``.
+        pretrain_hf: the ``p(HF)`` target of ``pretrain = "hf"``.
+        pretrain_steps: at most this many Adam steps of the CISD fit.
         local_energy: ``"exact"`` (every connected configuration) or ``"sampled"``.
         weights: ``"counts"`` (``c_u / n_samples``) or ``"psi2"`` (``|psi|^2`` renormalised
             over the unique samples).
@@ -135,7 +139,9 @@ class OptimConfig:
     clip: float = 1.0
     method: str = "adamw"
     sr_shift: float = 1e-4
+    pretrain: str = "cisd"
     pretrain_hf: float = 0.9
+    pretrain_steps: int = 300
     local_energy: str = "exact"
     weights: str = "counts"
 
@@ -148,6 +154,8 @@ class OptimConfig:
             raise ConfigError(f"[optim] method must be 'adamw' or 'minsr', got {self.method!r}")
         if self.weights not in ("counts", "psi2"):
             raise ConfigError(f"[optim] weights must be 'counts' or 'psi2', got {self.weights!r}")
+        if self.pretrain not in ("cisd", "hf", "none"):
+            raise ConfigError(f"[optim] pretrain must be 'cisd', 'hf' or 'none', got {self.pretrain!r}")
         if not 0 <= self.pretrain_hf < 1:
             raise ConfigError("[optim] pretrain_hf must lie in [0, 1)")
 
