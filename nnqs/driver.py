@@ -76,6 +76,7 @@ def run(
     resume: bool = False,
     stop_after: int | None = None,
     progress: bool = True,
+    initial_model: dict | None = None,
 ) -> dict:
     """Run VMC as configured; return the result dictionary (also written to ``result.json``).
 
@@ -86,6 +87,8 @@ def run(
         stop_after: stop (with a checkpoint) once this many steps are done, as if interrupted;
             ``None`` runs to ``config.optim.steps`` and writes the result.
         progress: show a progress bar.
+        initial_model: a model ``state_dict`` to start from (a warm start, e.g. from a nearby
+            geometry) instead of the configured pretraining.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -114,7 +117,10 @@ def run(
         p_hf = float(state["p_hf"])
         log.info("resumed from %s at step %d", ckpt_path, trainer.step)
     else:
-        pretrain(model, H, config.optim)
+        if initial_model is not None:
+            model.load_state_dict(initial_model)
+        else:
+            pretrain(model, H, config.optim)
         with torch.no_grad():
             p_hf = float(model.log_prob(hf_tokens(H.n_orbitals, H.n_alpha, H.n_beta).to(model.device)).exp())
         trainer.mark_good()  # the pretrained weights are the state to roll back to

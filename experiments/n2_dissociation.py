@@ -1,0 +1,98 @@
+"""N2 / STO-3G dissociation curve: NNQS against HF, CCSD(T) and FCI.
+
+Runs VMC at each bond length (default 8 points from 0.8 to 2.5 A) with the settings of
+``experiments/configs/n2.toml``; every geometry after the first starts from the previous one's
+trained network (a warm start). Writes ``dissociation.json`` and ``dissociation.png`` into
+``--out`` and one ``nnqs run`` output folder per geometry.
+
+    python experiments/n2_dissociation.py --out runs/n2_dissociation [--steps 1000] [--points 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from nnqs.driver import run  # noqa: E402
+from nnqs.io import atomic_write, load_checkpoint, write_json  # noqa: E402
+from nnqs.runconfig import load_config  # noqa: E402
+
+CONFIG = Path(__file__).resolve().parent / "configs" / "n2.toml"
+
+
+def plot(path: Path, rows: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    r = [row["bond_length"] for row in rows]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 7), sharex=True)
+    top.plot(r, [row["energy"] for row in rows], "o-", label="NNQS (VMC)")
+    for key, label, style in (("hf", "RHF", "r--"), ("ccsd_t", "CCSD(T)", "g-."), ("fci", "FCI", "k:")):
+        values = [row["references"].get(key) for row in rows]
+        if all(v is not None for v in values):
+            top.plot(r, values, style, label=label)
+    top.set_ylabel("energy (Ha)")
+    top.set_title("N2 / STO-3G dissociation")
+    top.legend()
+    for key, label, style in (("energy", "NNQS", "o-"), ("ccsd_t", "CCSD(T)", "g^-.")):
+        errors = []
+        for row in rows:
+            value = row["energy"] if key == "energy" else row["references"].get("ccsd_t")
+            fci = row["references"].get("fci")
+            errors.append(np.nan if value is None or fci is None else max(abs(value - fci), 1e-7))
+        bottom.semilogy(r, errors, style, label=label)
+    bottom.axhspan(1e-7, 1.6e-3, color="tab:green", alpha=0.15, label="chemical accuracy")
+    bottom.set_xlabel("N-N distance (A)")
+    bottom.set_ylabel("|E - E_FCI| (Ha)")
+    bottom.legend()
+    fig.tight_layout()
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="runs/n2_dissociation")
+    parser.add_argument("--config", default=str(CONFIG))
+    parser.add_argument("--points", type=int, default=8)
+    parser.add_argument("--start", type=float, default=0.8)
+    parser.add_argument("--stop", type=float, default=2.5)
+    parser.add_argument("--steps", type=int, default=None, help="VMC steps per geometry (default: the config's)")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+
+    base = load_config(args.config)
+    if args.steps is not None:
+        base = replace(base, optim=replace(base.optim, steps=args.steps))
+    out = Path(args.out)
+    rows, previous = [], None
+    for r in np.linspace(args.start, args.stop, args.points):
+        molecule = replace(base.molecule, name=f"n2_{r:.3f}", geometry=f"N 0 0 0; N 0 0 {r:.6f}")
+        config = replace(base, molecule=molecule)
+        folder = out / molecule.name
+        result = run(config, folder, progress=not args.no_progress, initial_model=previous)
+        previous = load_checkpoint(folder / "checkpoint.pt")["trainer"]["model"]
+        row = {"bond_length": float(r), "energy": result["energy"], "energy_stderr": result["energy_stderr"],
+               "energy_exact_variational": result["energy_exact_variational"],
+               "references": result["references"], "error_vs_fci_mha": result["error_vs_fci_mha"],
+               "wall_seconds": result["wall_seconds"], "steps": result["steps"]}
+        rows.append(row)
+        logging.info("r = %.3f A: E = %.6f, error vs FCI %.3f mHa", r, row["energy"], row["error_vs_fci_mha"])
+        write_json(out / "dissociation.json", {"config": base.to_dict(), "points": rows})
+    plot(out / "dissociation.png", rows)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

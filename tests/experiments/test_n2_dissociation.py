@@ -1,0 +1,25 @@
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from experiments import n2_dissociation  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def reference_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("NNQS_REFERENCE_CACHE", str(tmp_path / "refs.json"))
+
+
+def test_two_point_curve_with_warm_start(tmp_path):
+    h2 = Path(__file__).resolve().parents[2] / "experiments" / "configs" / "h2.toml"
+    rows = n2_dissociation.main(["--config", str(h2), "--out", str(tmp_path), "--points", "2", "--start", "1.0",
+                                 "--stop", "1.2", "--steps", "2", "--no-progress"])
+    data = json.loads((tmp_path / "dissociation.json").read_text())
+    assert [p["bond_length"] for p in data["points"]] == [1.0, 1.2]
+    assert (tmp_path / "dissociation.png").exists()
+    # Each point's references belong to its own geometry.
+    assert rows[0]["references"]["fci"] != rows[1]["references"]["fci"]
