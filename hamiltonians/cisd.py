@@ -28,9 +28,14 @@ class CISDState:
     coefficients: torch.Tensor
 
 
-def cisd(H) -> CISDState:
-    """The CISD ground state of ``H`` (closed or open shell, any orbital order)."""
-    hf = H.hf_occupation().cpu()[None]
+def cisd(H, reference: torch.Tensor | None = None) -> CISDState:
+    """The CISD ground state of ``H`` (closed or open shell).
+
+    Args:
+        reference: the reference determinant ``[2N]`` (default ``H.hf_occupation()``, the lowest
+            orbitals; pass the permuted HF occupation when the orbitals were reordered).
+    """
+    hf = (H.hf_occupation() if reference is None else torch.as_tensor(reference)).to(torch.uint8).cpu()[None]
     excited, _, _ = H.connected(hf, eps=-1.0)  # every single and double, zero elements included
     dets = torch.cat((hf, excited.to(torch.uint8).cpu()))
     dets = torch.unique(dets, dim=0)

@@ -19,12 +19,12 @@ from hamiltonians.cisd import cisd
 from nnqs.config import WavefunctionConfig
 from nnqs.io import load_checkpoint, save_checkpoint, write_json
 from nnqs.model import TransformerWavefunction
-from nnqs.pretrain import pretrain_to_state
+from nnqs.pretrain import pretrain_hf, pretrain_to_state
 from nnqs.report import MetricsLog, plot_convergence
 from nnqs.runconfig import ConfigError, RunConfig
 from nnqs.system import build_system
 from nnqs.tokens import occupations_to_tokens
-from nnqs.vmc import Trainer, hf_tokens, local_energies, pretrain_hf
+from nnqs.vmc import Trainer, local_energies
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +53,12 @@ def exact_variational_energy(model: TransformerWavefunction, H) -> float:
     return float((p * e_loc.real).sum() / p.sum())
 
 
-def pretrain(model: TransformerWavefunction, H, optim) -> None:
+def pretrain(model: TransformerWavefunction, system, optim) -> None:
     """The supervised start chosen by ``optim.pretrain`` (see :mod:`nnqs.pretrain`)."""
     if optim.pretrain == "hf":
-        pretrain_hf(model, optim.pretrain_hf)
+        pretrain_hf(model, system.hf_tokens, optim.pretrain_hf)
     elif optim.pretrain == "cisd":
-        state = cisd(H)
+        state = cisd(system.hamiltonian, reference=system.hf_occupation)
         tokens = occupations_to_tokens(state.dets.long())
         value = pretrain_to_state(model, tokens, state.coefficients, steps=optim.pretrain_steps)
         log.info("CISD start: E_CISD = %.8f, fidelity %.5f", state.energy, value)
@@ -88,7 +88,8 @@ def run(
             ``None`` runs to ``config.optim.steps`` and writes the result.
         progress: show a progress bar.
         initial_model: a model ``state_dict`` to start from (a warm start, e.g. from a nearby
-            geometry) instead of the configured pretraining.
+            geometry); the configured pretraining then refits it to this system (the orbitals'
+            signs can change between geometries).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -112,17 +113,20 @@ def run(
         if not ckpt_path.exists():
             raise ConfigError(f"--resume: no checkpoint at {ckpt_path}")
         state = load_checkpoint(ckpt_path, map_location=config.run.device)
-        trainer.load_state_dict(state["trainer"])
+        try:
+            trainer.load_state_dict(state["trainer"])
+        except (RuntimeError, KeyError, ValueError) as error:
+            first = str(error).strip().splitlines()[0]
+            raise ConfigError(f"--resume: {ckpt_path} does not match this config ({first})") from None
         wall_before = float(state["wall_seconds"])
         p_hf = float(state["p_hf"])
         log.info("resumed from %s at step %d", ckpt_path, trainer.step)
     else:
         if initial_model is not None:
             model.load_state_dict(initial_model)
-        else:
-            pretrain(model, H, config.optim)
+        pretrain(model, system, config.optim)
         with torch.no_grad():
-            p_hf = float(model.log_prob(hf_tokens(H.n_orbitals, H.n_alpha, H.n_beta).to(model.device)).exp())
+            p_hf = float(model.log_prob(system.hf_tokens.to(model.device)).exp())
         trainer.mark_good()  # the pretrained weights are the state to roll back to
     metrics = MetricsLog(out / "metrics.csv", refs["fci"], resume_step=trainer.step if resume else None)
 
@@ -171,7 +175,7 @@ def _final_result(config: RunConfig, system, trainer: Trainer, refs: dict, p_hf:
     if H.n_determinants <= EXACT_ENERGY_MAX_DETERMINANTS:
         exact = exact_variational_energy(trainer.model, H)
     with torch.no_grad():
-        p_hf_final = float(trainer.model.log_prob(hf_tokens(H.n_orbitals, H.n_alpha, H.n_beta).to(trainer.model.device)).exp())
+        p_hf_final = float(trainer.model.log_prob(system.hf_tokens.to(trainer.model.device)).exp())
     fci = refs.get("fci")
     return {
         "molecule": config.molecule.name,

@@ -2,7 +2,7 @@
 
 Two targets:
 
-* the Hartree–Fock determinant (:func:`nnqs.vmc.pretrain_hf`), and
+* the Hartree–Fock determinant (:func:`pretrain_hf`), and
 * a CI wavefunction ``sum_x c_x |x>`` on a set of determinants (:func:`pretrain_to_state`), usually
   CISD from :func:`hamiltonians.cisd.cisd`: it puts most probability on HF *and* gives the
   doubles their correct signs. Without it, determinants whose random initial phase is wrong tend
@@ -53,8 +53,17 @@ def pretrain_to_state(
         loss = -(weight * 2 * log_psi.real).sum() + (weight * (1 - torch.cos(log_psi.imag - angle))).sum()
         loss.backward()
         optimizer.step()
-        if step % 10 == 9:
-            value = fidelity(model, tokens, c)
+        value = fidelity(model, tokens, c)
     value = fidelity(model, tokens, c)
     log.info("pretraining: fidelity %.6f with the target after at most %d steps", value, steps)
     return value
+
+
+def pretrain_hf(model, hf: torch.Tensor, target: float, *, lr: float = 1e-2, max_steps: int = 500) -> float:
+    """Fit the single determinant ``hf`` (tokens ``[1, N]``) until ``p(HF) >= target``.
+
+    The fidelity with one determinant is ``p(HF)``; returns it. Most probability then sits on
+    HF, while the rest keeps the other determinants reachable by the sampler.
+    """
+    one = torch.ones(1, dtype=torch.float64)
+    return pretrain_to_state(model, hf, one, steps=max_steps, lr=lr, target_fidelity=target)

@@ -10,6 +10,7 @@ import torch
 
 from hamiltonians import MolecularHamiltonian, read_fcidump, reference_energies
 from nnqs.runconfig import ConfigError, MoleculeConfig
+from nnqs.tokens import occupations_to_tokens
 
 log = logging.getLogger(__name__)
 
@@ -21,12 +22,32 @@ class System:
     Attributes:
         hamiltonian: integrals with orbitals permuted into ``order``.
         order: ``order[i]`` is the original spatial orbital placed at position ``i``.
+        hf_occupation: uint8 ``[2N]``, the Hartree–Fock determinant in this order (the lowest
+            original orbitals occupied, wherever the order puts them).
         references: ``{"hf", "ccsd", "ccsd_t", "fci"}`` energies (None where unavailable).
     """
 
     hamiltonian: MolecularHamiltonian
     order: list[int]
     references: dict
+
+    @property
+    def hf_occupation(self) -> torch.Tensor:
+        return hf_occupation_in_order(self.order, self.hamiltonian.n_alpha, self.hamiltonian.n_beta)
+
+    @property
+    def hf_tokens(self) -> torch.Tensor:
+        """The Hartree–Fock determinant as tokens ``[1, N]``."""
+        return occupations_to_tokens(self.hf_occupation[None].long())
+
+
+def hf_occupation_in_order(order: list[int], n_alpha: int, n_beta: int) -> torch.Tensor:
+    """HF occupation ``[2N]`` when position ``i`` holds original orbital ``order[i]``."""
+    original = torch.as_tensor(order)
+    occ = torch.zeros(2 * len(order), dtype=torch.uint8)
+    occ[0::2] = (original < n_alpha).to(torch.uint8)
+    occ[1::2] = (original < n_beta).to(torch.uint8)
+    return occ
 
 
 def permute_orbitals(H: MolecularHamiltonian, order: list[int]) -> MolecularHamiltonian:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from hamiltonians import MolecularHamiltonian, hf_occupation, local_energy
+from hamiltonians import MolecularHamiltonian, local_energy
 from nnqs.model import TransformerWavefunction
 from nnqs.runconfig import OptimConfig, SamplerConfig
 from nnqs.sr import log_psi_jacobian, minsr_direction
@@ -80,35 +80,6 @@ def local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor, log_psi
     result = local_energy(H, occ, occupation_log_psi(model), mode=mode,
                           log_psi_x=log_psi.detach().to(torch.complex128))
     return result.e_loc.to(torch.complex128)
-
-
-# ------------------------------------------------------------------------------ HF start
-def hf_tokens(n_orbitals: int, n_alpha: int, n_beta: int) -> torch.Tensor:
-    """The Hartree–Fock determinant as tokens ``[1, N]``."""
-    return occupations_to_tokens(hf_occupation(n_orbitals, n_alpha, n_beta)[None].long())
-
-
-def pretrain_hf(model: TransformerWavefunction, target: float, *, lr: float = 1e-2, max_steps: int = 500) -> float:
-    """Train ``-log p(HF)`` with Adam until ``p(HF) >= target``; return the final ``p(HF)``.
-
-    Most probability then sits on HF, so step 0's energy is close to ``E_HF``, while the rest
-    keeps the other determinants reachable by the sampler.
-    """
-    c = model.config
-    x = hf_tokens(c.n_orbitals, c.n_alpha, c.n_beta).to(model.device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    with torch.no_grad():
-        p_hf = float(model.log_prob(x).exp())
-    for _ in range(max_steps):
-        if p_hf >= target:
-            break
-        optimizer.zero_grad()
-        loss = -model.log_prob(x).sum()
-        loss.backward()
-        optimizer.step()
-        p_hf = float(model.log_prob(x).detach().exp())
-    log.info("HF pretraining: p(HF) = %.4f", p_hf)
-    return p_hf
 
 
 # ------------------------------------------------------------------------------ the trainer
@@ -177,6 +148,12 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.model.train()
+        if not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
+            # The last update broke the network: sampling from it is meaningless.
+            self._roll_back()
+            self.step += 1
+            return StepRecord(self.step - 1, math.nan, math.nan, math.nan, self.n_samples, 0, lr, math.nan,
+                              time.perf_counter() - start, rolled_back=True)
         batch = self.sample(self.n_samples)
         log_psi, e_loc, weights, est = self.evaluate(batch)
         self.optimizer.zero_grad(set_to_none=True)
@@ -189,8 +166,8 @@ class Trainer:
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip))
         finite = math.isfinite(est.energy) and math.isfinite(grad_norm) and math.isfinite(float(loss.detach()))
         if finite:
+            self.mark_good()  # these weights gave a finite energy and gradient
             self.optimizer.step()
-            self.mark_good()
         else:
             self._roll_back()
         record = StepRecord(self.step, est.energy, est.stderr, est.variance, self.n_samples, batch.n_unique,
@@ -205,7 +182,7 @@ class Trainer:
         jac = log_psi_jacobian(self.model, tokens)
         direction, gradient = minsr_direction(jac, e_loc, weights, shift=self.optim_cfg.sr_shift)
         offset = 0
-        for p in self.model.parameters():
+        for p in (p for p in self.model.parameters() if p.requires_grad):  # log_psi_jacobian's order
             n = p.numel()
             p.grad = direction[offset : offset + n].view_as(p).to(p.dtype)
             offset += n
@@ -241,7 +218,7 @@ class Trainer:
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.generator.set_state(state["generator"])
+        self.generator.set_state(state["generator"].cpu())  # RNG states are CPU byte tensors
         self.n_samples = int(state["n_samples"])
         self.step = int(state["step"])
         self.lr_scale = float(state["lr_scale"])

@@ -145,5 +145,12 @@ def test_orbital_order_permutes_integrals_not_energies(order):
     assert torch.equal(P.h1, H.h1[perm][:, perm])
     assert float(P.eri[0, 1, 2, 3]) == float(H.eri[perm[0], perm[1], perm[2], perm[3]])
     assert abs(ground_state_energy(P) - ground_state_energy(H)) < 1e-10
+    # The HF determinant moves with the orbitals, and keeps its energy.
+    hf = permuted.hf_occupation
+    assert torch.equal(hf[0::2], torch.tensor([int(o < H.n_alpha) for o in perm], dtype=torch.uint8))
+    assert abs(float(P.diagonal(hf[None])[0]) - H.hf_energy()) < 1e-10
+    from hamiltonians.cisd import cisd
+
+    assert abs(cisd(P, reference=hf).energy - cisd(H).energy) < 1e-9
     with pytest.raises(ConfigError, match="permutation"):
         build_system(MoleculeConfig(**lih, orbital_order=(0, 0, 1, 2, 3, 4)), references=False)

@@ -11,7 +11,8 @@ from hamiltonians.exact import hamiltonian_matrix
 from nnqs.runconfig import OptimConfig, SamplerConfig
 from nnqs.sr import log_psi_jacobian, minsr_direction
 from nnqs.tokens import occupations_to_tokens
-from nnqs.vmc import Trainer, estimate_energy, learning_rate_factor, local_energies, pretrain_hf, vmc_loss
+from nnqs.pretrain import pretrain_hf
+from nnqs.vmc import Trainer, estimate_energy, learning_rate_factor, local_energies, vmc_loss
 from tests.models import make_model
 
 
@@ -78,10 +79,18 @@ def test_minsr_gradient_and_direction(small_system):
     assert float(rayleigh_quotient(model, dense, tokens)) < float(exact)
 
 
+def hf(n, n_alpha, n_beta):
+    return torch.tensor([[3] * min(n_alpha, n_beta) + [1 if n_alpha > n_beta else 2] * abs(n_alpha - n_beta)
+                         + [0] * (n - max(n_alpha, n_beta))])
+
+
 def test_pretrain_hf_reaches_target():
     model = make_model(5, 2, 2, seed=0)
-    p = pretrain_hf(model, 0.8)
+    x = hf(5, 2, 2)
+    p = pretrain_hf(model, x, 0.8)
     assert 0.8 <= p < 1.0
+    with torch.no_grad():
+        assert abs(float(model.log_prob(x).exp()) - p) < 1e-12
 
 
 def test_learning_rate_schedule():
@@ -93,24 +102,29 @@ def test_learning_rate_schedule():
     assert 0.1 < learning_rate_factor(50, cfg) < 1.0
 
 
-def test_nan_guard_rolls_back_and_lowers_lr(caplog):
+def test_nan_guard_rolls_back_to_the_last_finite_state(caplog):
     H = random_hamiltonian(4, 2, 1, seed=1)
     model = make_model(4, 2, 1, seed=2)
     trainer = Trainer(model, H, OptimConfig(steps=5, lr=1e-3, warmup=0), SamplerConfig(n_samples=1000), seed=0)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    original = model.log_psi
-
-    def poisoned(tokens, **kw):  # a NaN appears in the forward pass
-        return original(tokens, **kw) * float("nan")
-
-    model.log_psi = poisoned
+    assert not trainer.train_step().rolled_back  # evaluates `before`, then updates
+    with torch.no_grad():  # the update "went wrong": the network now gives NaN
+        model.head.bias.fill_(float("nan"))
     record = trainer.train_step()
-    del model.log_psi
     assert record.rolled_back and trainer.lr_scale == 0.5
     assert "rolled back" in caplog.text
-    for k, v in model.state_dict().items():
-        assert torch.equal(v, before[k])
+    for k, v in model.state_dict().items():  # back to the last weights that gave finite values
+        assert torch.equal(v, before[k]), k
+    # A non-finite energy or gradient from finite weights is caught after the evaluation, and
+    # the weights go back to those before the last update (the last ones evaluated as finite).
+    good = {k: v.clone() for k, v in model.state_dict().items()}
     assert not trainer.train_step().rolled_back
+    original = model.log_psi
+    model.log_psi = lambda tokens, **kw: original(tokens, **kw) * float("nan")
+    assert trainer.train_step().rolled_back and trainer.lr_scale == 0.25
+    del model.log_psi
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, good[k]), k
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +139,7 @@ def test_h2_vmc_reaches_1_mha(h2):
 
     torch.manual_seed(0)
     model = make_model(2, 1, 1, seed=0, dtype="float64", d_model=16, n_layers=2, n_heads=2, phase_hidden=(16,))
-    pretrain_hf(model, 0.9)
+    pretrain_hf(model, hf(2, 1, 1), 0.9)
     optim = OptimConfig(steps=150, lr=0.01, warmup=10, weights="psi2")
     trainer = Trainer(model, h2, optim, SamplerConfig(n_samples=10_000), seed=0)
     for _ in range(optim.steps):
