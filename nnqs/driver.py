@@ -24,7 +24,7 @@ from nnqs.report import MetricsLog, plot_convergence
 from nnqs.runconfig import ConfigError, RunConfig
 from nnqs.system import build_system
 from nnqs.tokens import occupations_to_tokens
-from nnqs.vmc import Trainer, local_energies
+from nnqs.vmc import Trainer, estimate_energy, local_energies
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,8 @@ def exact_variational_energy(model: TransformerWavefunction, H) -> float:
     tokens = occupations_to_tokens(occ.long()).to(model.device)
     log_psi = model.log_psi(tokens)
     e_loc = local_energies(model, H, tokens, log_psi, "exact")
-    p = (2 * log_psi.real.to(torch.float64)).exp()
-    return float((p * e_loc.real).sum() / p.sum())
+    weights = torch.softmax(2 * log_psi.real.to(torch.float64), dim=0)  # |psi|^2, normalised
+    return estimate_energy(e_loc, weights, 1).energy
 
 
 def pretrain(model: TransformerWavefunction, system, optim) -> None:
