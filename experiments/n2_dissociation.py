@@ -11,6 +11,7 @@ trained network (a warm start). Writes ``dissociation.json`` and ``dissociation.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -37,10 +38,9 @@ def plot(path: Path, rows: list[dict]) -> None:
     r = [row["bond_length"] for row in rows]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 7), sharex=True)
     top.plot(r, [row["energy"] for row in rows], "o-", label="NNQS (VMC)")
-    for key, label, style in (("hf", "RHF", "r--"), ("ccsd_t", "CCSD(T)", "g-."), ("fci", "FCI", "k:")):
-        values = [row["references"].get(key) for row in rows]
-        if all(v is not None for v in values):
-            top.plot(r, values, style, label=label)
+    for key, label, style in (("hf", "RHF", "r--"), ("ccsd_t", "CCSD(T)", "g^-."), ("fci", "FCI", "k:")):
+        values = [row["references"].get(key) for row in rows]  # None where a method failed
+        top.plot(r, [np.nan if v is None else v for v in values], style, label=label)
     top.set_ylabel("energy (Ha)")
     top.set_title("N2 / STO-3G dissociation")
     top.legend()
@@ -49,6 +49,7 @@ def plot(path: Path, rows: list[dict]) -> None:
         for row in rows:
             value = row["energy"] if key == "energy" else row["references"].get("ccsd_t")
             fci = row["references"].get("fci")
+            # |E - E_FCI|: CCSD(T) falls below FCI at long bonds, so the sign is dropped here.
             errors.append(np.nan if value is None or fci is None else max(abs(value - fci), 1e-7))
         bottom.semilogy(r, errors, style, label=label)
     bottom.axhspan(1e-7, 1.6e-3, color="tab:green", alpha=0.15, label="chemical accuracy")
@@ -69,13 +70,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--stop", type=float, default=2.5)
     parser.add_argument("--steps", type=int, default=None, help="VMC steps per geometry (default: the config's)")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--replot", action="store_true", help="only redraw the plot from OUT/dissociation.json")
     args = parser.parse_args(argv)
+    out = Path(args.out)
+    if args.replot:
+        rows = json.loads((out / "dissociation.json").read_text())["points"]
+        plot(out / "dissociation.png", rows)
+        return rows
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     base = load_config(args.config)
     if args.steps is not None:
         base = replace(base, optim=replace(base.optim, steps=args.steps))
-    out = Path(args.out)
     rows, previous = [], None
     for r in np.linspace(args.start, args.stop, args.points):
         molecule = replace(base.molecule, name=f"n2_{r:.3f}", geometry=f"N 0 0 0; N 0 0 {r:.6f}")

@@ -23,3 +23,6 @@ def test_two_point_curve_with_warm_start(tmp_path):
     assert (tmp_path / "dissociation.png").exists()
     # Each point's references belong to its own geometry.
     assert rows[0]["references"]["fci"] != rows[1]["references"]["fci"]
+    (tmp_path / "dissociation.png").unlink()
+    assert n2_dissociation.main(["--out", str(tmp_path), "--replot"]) == data["points"]
+    assert (tmp_path / "dissociation.png").exists()
