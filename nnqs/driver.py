@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -33,12 +33,8 @@ EXACT_ENERGY_MAX_DETERMINANTS = 200_000
 
 
 def build_model(config: RunConfig, n_orbitals: int, n_alpha: int, n_beta: int) -> TransformerWavefunction:
-    m = config.model
-    wf = WavefunctionConfig(
-        n_orbitals=n_orbitals, n_alpha=n_alpha, n_beta=n_beta, d_model=m.d_model, n_layers=m.n_layers,
-        n_heads=m.n_heads, n_kv_heads=m.n_kv_heads, mlp_ratio=m.mlp_ratio,
-        phase_hidden=tuple(m.phase_hidden), phase_init_std=m.phase_init_std, dtype=m.dtype,
-    )
+    """The network of ``config.model`` (every ``[model]`` key is a ``WavefunctionConfig`` field)."""
+    wf = WavefunctionConfig(n_orbitals=n_orbitals, n_alpha=n_alpha, n_beta=n_beta, **asdict(config.model))
     return TransformerWavefunction(wf)
 
 
