@@ -140,6 +140,20 @@ def calibrate(model, frontier: int, device, seed: int, max_iter: int = 4):
     return n_samples, batch
 
 
+def best_of(device, repeats, fn):
+    """Run ``fn`` up to ``repeats`` times (stopping early once a run is long); return the last
+    result, the best time and the peak memory of the best run."""
+    best, peak, result = math.inf, None, None
+    for _ in range(repeats):
+        with PeakMemory(device) as mem:
+            result, dt = timed(device, fn)
+        if dt < best:
+            best, peak = dt, mem.peak
+        if dt > LONG_RUN_S:
+            break
+    return result, best, peak
+
+
 def bench_point(model_name, n, frontier, *, dtype, device, repeats, seed, naive_skip_reason):
     n_e = electrons_for(n, frontier)
     model, reference = build_model(model_name, n, n_e, dtype, device, seed)
@@ -149,14 +163,7 @@ def bench_point(model_name, n, frontier, *, dtype, device, repeats, seed, naive_
         "target_frontier": frontier, "n_samples": n_samples,
     }
     # cached: best of `repeats` (already warm from the calibration runs)
-    best = math.inf
-    for _ in range(repeats):
-        with PeakMemory(device) as mem:
-            cached, dt = timed(device, lambda: bas.sample(model, n_samples, generator=generator(device, seed)))
-        if dt < best:
-            best, cached_mem = dt, mem.peak
-        if dt > LONG_RUN_S:
-            break
+    cached, best, cached_mem = best_of(device, repeats, lambda: bas.sample(model, n_samples, generator=generator(device, seed)))
     stats = cached.stats
     formula = cache_formula(model, stats["peak_rows"])
     run.update({
@@ -170,14 +177,8 @@ def bench_point(model_name, n, frontier, *, dtype, device, repeats, seed, naive_
     if naive_skip_reason:
         run.update({"naive_seconds": None, "naive_skipped": naive_skip_reason, "samples_identical": None})
     else:
-        best = math.inf
-        for _ in range(repeats):
-            with PeakMemory(device) as mem:
-                uncached, dt = timed(device, lambda: naive.sample(model, n_samples, generator=generator(device, seed)))
-            if dt < best:
-                best, naive_mem = dt, mem.peak
-            if dt > LONG_RUN_S:
-                break
+        uncached, best, naive_mem = best_of(
+            device, repeats, lambda: naive.sample(model, n_samples, generator=generator(device, seed)))
         identical = torch.equal(cached.tokens, uncached.tokens) and torch.equal(cached.counts, uncached.counts)
         assert identical, f"cached and naive samples differ at {model_name} N={n} frontier={frontier}"
         ratio = best / run["cached_seconds"]
