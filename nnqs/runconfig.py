@@ -119,6 +119,9 @@ class OptimConfig:
         method: ``"adamw"`` or ``"minsr"`` (stochastic reconfiguration in sample space, applied
             as ``theta -= lr * d``; use a larger ``lr``, e.g. 0.02-0.1).
         sr_shift: minSR diagonal shift.
+        adamw_steps: with ``method = "minsr"``, run this many AdamW steps first (cheap early
+            progress from the pretrained start), then minSR for the rest; 0 = minSR throughout.
+        adamw_lr: the peak learning rate of that AdamW phase.
         pretrain: the supervised start: ``"cisd"`` (fit the CISD wavefunction, signs included;
             see :mod:`nnqs.pretrain`), ``"hf"`` (train ``-log p(HF)`` until ``p(HF)`` reaches
             ``pretrain_hf``) or ``"none"``.
@@ -139,6 +142,8 @@ class OptimConfig:
     clip: float = 1.0
     method: str = "adamw"
     sr_shift: float = 1e-4
+    adamw_steps: int = 0
+    adamw_lr: float = 1e-3
     pretrain: str = "cisd"
     pretrain_hf: float = 0.9
     pretrain_steps: int = 300
@@ -152,6 +157,10 @@ class OptimConfig:
             raise ConfigError(f"[optim] local_energy must be 'exact' or 'sampled', got {self.local_energy!r}")
         if self.method not in ("adamw", "minsr"):
             raise ConfigError(f"[optim] method must be 'adamw' or 'minsr', got {self.method!r}")
+        if not 0 <= self.adamw_steps <= self.steps or self.adamw_lr <= 0:
+            raise ConfigError("[optim] adamw_steps must lie in [0, steps] and adamw_lr must be > 0")
+        if self.adamw_steps and self.method != "minsr":
+            raise ConfigError("[optim] adamw_steps is the AdamW phase before minSR: it needs method = 'minsr'")
         if self.weights not in ("counts", "psi2"):
             raise ConfigError(f"[optim] weights must be 'counts' or 'psi2', got {self.weights!r}")
         if self.pretrain not in ("cisd", "hf", "none"):

@@ -83,13 +83,32 @@ def local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor, log_psi
 
 
 # ------------------------------------------------------------------------------ the trainer
-def learning_rate_factor(step: int, cfg: OptimConfig) -> float:
-    """Linear warm-up over ``cfg.warmup`` steps, then a cosine decay to ``cfg.final_lr_ratio``."""
-    if cfg.warmup and step < cfg.warmup:
-        return (step + 1) / cfg.warmup
-    span = max(cfg.steps - cfg.warmup, 1)
-    progress = min((step - cfg.warmup) / span, 1.0)
-    return cfg.final_lr_ratio + (1 - cfg.final_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+def cosine_schedule(step: int, warmup: int, span: int, final_ratio: float) -> float:
+    """Linear warm-up over ``warmup`` steps, then a cosine decay to ``final_ratio`` at ``span``."""
+    if warmup and step < warmup:
+        return (step + 1) / warmup
+    progress = min((step - warmup) / max(span - warmup, 1), 1.0)
+    return final_ratio + (1 - final_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def method_at(step: int, cfg: OptimConfig) -> str:
+    """The update rule of ``step``: ``"adamw"`` or ``"minsr"`` (after ``cfg.adamw_steps``)."""
+    return "adamw" if cfg.method == "adamw" or step < cfg.adamw_steps else "minsr"
+
+
+def learning_rate(step: int, cfg: OptimConfig) -> float:
+    """The scheduled learning rate of ``step`` (before the NaN guard's scale).
+
+    One phase: ``cfg.lr`` with warm-up and cosine decay over ``cfg.steps``. With
+    ``method = "minsr"`` and ``adamw_steps > 0``, the AdamW phase runs that schedule at
+    ``cfg.adamw_lr`` over its own steps, and the minSR phase decays ``cfg.lr`` over the rest.
+    """
+    if cfg.method == "minsr" and cfg.adamw_steps:
+        if step < cfg.adamw_steps:
+            return cfg.adamw_lr * cosine_schedule(step, cfg.warmup, cfg.adamw_steps, cfg.final_lr_ratio)
+        span = cfg.steps - cfg.adamw_steps
+        return cfg.lr * cosine_schedule(step - cfg.adamw_steps, 0, span, cfg.final_lr_ratio)
+    return cfg.lr * cosine_schedule(step, cfg.warmup, cfg.steps, cfg.final_lr_ratio)
 
 
 @dataclass
@@ -116,13 +135,14 @@ class Trainer:
     def __init__(self, model: TransformerWavefunction, H: MolecularHamiltonian, optim: OptimConfig,
                  sampler: SamplerConfig, *, seed: int = 0) -> None:
         self.model, self.H, self.optim_cfg, self.sampler_cfg = model, H, optim, sampler
-        if optim.method == "minsr":
-            self.optimizer = torch.optim.SGD(model.parameters(), lr=optim.lr)
-        else:
-            self.optimizer = torch.optim.AdamW(
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        if optim.method == "adamw" or optim.adamw_steps:
+            self.optimizers["adamw"] = torch.optim.AdamW(
                 model.parameters(), lr=optim.lr, betas=tuple(optim.betas), eps=optim.eps,
                 weight_decay=optim.weight_decay,
             )
+        if optim.method == "minsr":
+            self.optimizers["minsr"] = torch.optim.SGD(model.parameters(), lr=optim.lr)  # theta -= lr * d
         self.generator = torch.Generator(device=model.device).manual_seed(seed)
         self.window = UniqueWindow(*sampler.unique_window, factor=sampler.factor) if sampler.unique_window else None
         self.n_samples = sampler.n_samples
@@ -144,8 +164,10 @@ class Trainer:
 
     def train_step(self) -> StepRecord:
         start = time.perf_counter()
-        lr = self.optim_cfg.lr * self.lr_scale * learning_rate_factor(self.step, self.optim_cfg)
-        for group in self.optimizer.param_groups:
+        method = method_at(self.step, self.optim_cfg)
+        optimizer = self.optimizers[method]
+        lr = self.lr_scale * learning_rate(self.step, self.optim_cfg)
+        for group in optimizer.param_groups:
             group["lr"] = lr
         self.model.train()
         if not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
@@ -156,8 +178,8 @@ class Trainer:
                               time.perf_counter() - start, rolled_back=True)
         batch = self.sample(self.n_samples)
         log_psi, e_loc, weights, est = self.evaluate(batch)
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.optim_cfg.method == "minsr":
+        optimizer.zero_grad(set_to_none=True)
+        if method == "minsr":
             loss = self._minsr_gradient(batch.tokens, e_loc, weights)
         else:
             loss = vmc_loss(log_psi, e_loc, weights, complex((weights * e_loc).sum()))
@@ -167,7 +189,7 @@ class Trainer:
         finite = math.isfinite(est.energy) and math.isfinite(grad_norm) and math.isfinite(float(loss.detach()))
         if finite:
             self.mark_good()  # these weights gave a finite energy and gradient
-            self.optimizer.step()
+            optimizer.step()
         else:
             self._roll_back()
         record = StepRecord(self.step, est.energy, est.stderr, est.variance, self.n_samples, batch.n_unique,
@@ -191,7 +213,7 @@ class Trainer:
     # -- NaN guard -----------------------------------------------------------------------
     def _snapshot(self) -> dict:
         return {"model": copy.deepcopy(self.model.state_dict()),
-                "optimizer": copy.deepcopy(self.optimizer.state_dict())}
+                "optimizers": copy.deepcopy(self._optimizer_states())}
 
     def mark_good(self) -> None:
         """Record the current model and optimiser as the state a non-finite step rolls back to."""
@@ -199,16 +221,25 @@ class Trainer:
 
     def _roll_back(self) -> None:
         self.model.load_state_dict(self._good["model"])
-        self.optimizer.load_state_dict(self._good["optimizer"])
+        self._load_optimizer_states(self._good["optimizers"])
         self.lr_scale *= 0.5
         log.warning("step %d: non-finite energy or gradient; rolled back to the last good state and "
                     "halved the learning rate (scale now %.3g)", self.step, self.lr_scale)
 
     # -- checkpoints ---------------------------------------------------------------------
+    def _optimizer_states(self) -> dict:
+        return {name: opt.state_dict() for name, opt in self.optimizers.items()}
+
+    def _load_optimizer_states(self, states: dict) -> None:
+        if set(states) != set(self.optimizers):
+            raise KeyError(f"optimizers {sorted(states)} in the checkpoint, {sorted(self.optimizers)} configured")
+        for name, opt in self.optimizers.items():
+            opt.load_state_dict(states[name])
+
     def state_dict(self) -> dict:
         return {
             "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            "optimizers": self._optimizer_states(),
             "generator": self.generator.get_state(),
             "n_samples": self.n_samples,
             "step": self.step,
@@ -217,7 +248,7 @@ class Trainer:
 
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self._load_optimizer_states(state["optimizers"])
         self.generator.set_state(state["generator"].cpu())  # RNG states are CPU byte tensors
         self.n_samples = int(state["n_samples"])
         self.step = int(state["step"])

@@ -47,8 +47,13 @@ def test_run_writes_all_outputs(tmp_path):
     assert state["trainer"]["step"] == 6
 
 
-def test_resume_equals_uninterrupted_run(tmp_path):
-    config = config_from_dict(TINY)
+TWO_PHASE = {**TINY, "optim": {"steps": 6, "lr": 0.05, "warmup": 1, "method": "minsr", "adamw_steps": 2,
+                                "adamw_lr": 0.01}}
+
+
+@pytest.mark.parametrize("settings", [TINY, TWO_PHASE], ids=["adamw", "adamw-then-minsr"])
+def test_resume_equals_uninterrupted_run(tmp_path, settings):
+    config = config_from_dict(settings)
     full = run(config, tmp_path / "full", progress=False)
     stopped = run(config, tmp_path / "split", stop_after=3, progress=False)
     assert stopped == {"stopped_at": 3}
@@ -58,6 +63,9 @@ def test_resume_equals_uninterrupted_run(tmp_path):
     for key, value in a["model"].items():
         assert torch.equal(value, b["model"][key]), key
     assert torch.equal(a["generator"], b["generator"]) and a["n_samples"] == b["n_samples"]
+    assert set(a["optimizers"]) == set(b["optimizers"])
+    for name in a["optimizers"]:
+        assert str(a["optimizers"][name]) == str(b["optimizers"][name]), name
     assert resumed["energy"] == full["energy"] and resumed["n_unique"] == full["n_unique"]
     rows = list(csv.DictReader((tmp_path / "split" / "metrics.csv").open()))
     assert [int(r["step"]) for r in rows] == list(range(6))

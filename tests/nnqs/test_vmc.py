@@ -8,11 +8,11 @@ import torch
 
 from hamiltonians import MolecularHamiltonian, from_pyscf
 from hamiltonians.exact import hamiltonian_matrix
-from nnqs.runconfig import OptimConfig, SamplerConfig
+from nnqs.runconfig import ConfigError, OptimConfig, SamplerConfig
 from nnqs.sr import log_psi_jacobian, minsr_direction, minsr_direction_reference
 from nnqs.tokens import occupations_to_tokens
 from nnqs.pretrain import pretrain_hf
-from nnqs.vmc import Trainer, estimate_energy, learning_rate_factor, local_energies, vmc_loss
+from nnqs.vmc import Trainer, estimate_energy, learning_rate, local_energies, method_at, vmc_loss
 from tests.models import make_model
 
 
@@ -115,11 +115,27 @@ def test_pretrain_hf_reaches_target():
 
 def test_learning_rate_schedule():
     cfg = OptimConfig(steps=100, lr=1.0, warmup=10, final_lr_ratio=0.1)
-    assert learning_rate_factor(0, cfg) == pytest.approx(0.1)
-    assert learning_rate_factor(9, cfg) == pytest.approx(1.0)
-    assert learning_rate_factor(10, cfg) == pytest.approx(1.0)
-    assert learning_rate_factor(100, cfg) == pytest.approx(0.1)
-    assert 0.1 < learning_rate_factor(50, cfg) < 1.0
+    assert learning_rate(0, cfg) == pytest.approx(0.1)
+    assert learning_rate(9, cfg) == pytest.approx(1.0)
+    assert learning_rate(10, cfg) == pytest.approx(1.0)
+    assert learning_rate(100, cfg) == pytest.approx(0.1)
+    assert 0.1 < learning_rate(50, cfg) < 1.0
+    assert {method_at(s, cfg) for s in range(100)} == {"adamw"}
+
+
+def test_adamw_then_minsr_schedule():
+    cfg = OptimConfig(steps=100, lr=0.1, warmup=10, final_lr_ratio=0.1, method="minsr", adamw_steps=40,
+                      adamw_lr=1e-3)
+    assert [method_at(s, cfg) for s in (0, 39, 40, 99)] == ["adamw", "adamw", "minsr", "minsr"]
+    assert learning_rate(0, cfg) == pytest.approx(1e-4)      # warm-up of the AdamW phase
+    assert learning_rate(10, cfg) == pytest.approx(1e-3)
+    assert learning_rate(39, cfg) < 2e-4                       # decayed by the end of the phase
+    assert learning_rate(40, cfg) == pytest.approx(0.1)       # minSR starts at its peak
+    assert learning_rate(100, cfg) == pytest.approx(0.01)
+    with pytest.raises(ConfigError, match="adamw_steps"):
+        OptimConfig(method="adamw", adamw_steps=5)
+    with pytest.raises(ConfigError, match="adamw_steps"):
+        OptimConfig(steps=10, method="minsr", adamw_steps=11)
 
 
 def test_nan_guard_rolls_back_to_the_last_finite_state(caplog):
