@@ -5,7 +5,7 @@ Runs VMC at each bond length (default 8 points from 0.8 to 2.5 A) with the setti
 trained network (a warm start). Writes ``dissociation.json`` and ``dissociation.png`` into
 ``--out`` and one ``nnqs run`` output folder per geometry.
 
-    python experiments/n2_dissociation.py --out runs/n2_dissociation [--steps 1000] [--points 8]
+    python experiments/n2_dissociation.py --out runs/n2_dissociation [--steps 400 --adamw-steps 200] [--points 8]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from nnqs.driver import run  # noqa: E402
 from nnqs.io import atomic_write, load_checkpoint, write_json  # noqa: E402
-from nnqs.runconfig import load_config  # noqa: E402
+from nnqs.runconfig import ConfigError, load_config  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parent / "configs" / "n2.toml"
 
@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--start", type=float, default=0.8)
     parser.add_argument("--stop", type=float, default=2.5)
     parser.add_argument("--steps", type=int, default=None, help="VMC steps per geometry (default: the config's)")
+    parser.add_argument("--adamw-steps", type=int, default=None,
+                        help="of those, AdamW steps before minSR (default: the config's; needs method = 'minsr')")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--replot", action="store_true", help="only redraw the plot from OUT/dissociation.json")
     args = parser.parse_args(argv)
@@ -80,8 +82,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     base = load_config(args.config)
-    if args.steps is not None:
-        base = replace(base, optim=replace(base.optim, steps=args.steps))
+    steps = {"steps": args.steps, "adamw_steps": args.adamw_steps}
+    try:
+        base = replace(base, optim=replace(base.optim, **{k: v for k, v in steps.items() if v is not None}))
+    except ConfigError as error:
+        parser.error(str(error))
     rows, previous = [], None
     for r in np.linspace(args.start, args.stop, args.points):
         molecule = replace(base.molecule, name=f"n2_{r:.3f}", geometry=f"N 0 0 0; N 0 0 {r:.6f}")

@@ -158,7 +158,8 @@ class OptimConfig:
         if self.method not in ("adamw", "minsr"):
             raise ConfigError(f"[optim] method must be 'adamw' or 'minsr', got {self.method!r}")
         if not 0 <= self.adamw_steps <= self.steps or self.adamw_lr <= 0:
-            raise ConfigError("[optim] adamw_steps must lie in [0, steps] and adamw_lr must be > 0")
+            raise ConfigError(f"[optim] adamw_steps ({self.adamw_steps}) must lie in [0, steps] ({self.steps}) "
+                              f"and adamw_lr ({self.adamw_lr}) must be > 0")
         if self.adamw_steps and self.method != "minsr":
             raise ConfigError("[optim] adamw_steps is the AdamW phase before minSR: it needs method = 'minsr'")
         if self.weights not in ("counts", "psi2"):

@@ -26,3 +26,12 @@ def test_two_point_curve_with_warm_start(tmp_path):
     (tmp_path / "dissociation.png").unlink()
     assert n2_dissociation.main(["--out", str(tmp_path), "--replot"]) == data["points"]
     assert (tmp_path / "dissociation.png").exists()
+
+
+def test_adamw_steps_needs_the_minsr_method(tmp_path, capsys):
+    h2 = Path(__file__).resolve().parents[2] / "experiments" / "configs" / "h2.toml"
+    with pytest.raises(SystemExit) as exit_info:
+        n2_dissociation.main(["--config", str(h2), "--out", str(tmp_path), "--steps", "4", "--adamw-steps", "2"])
+    assert exit_info.value.code == 2
+    assert "adamw_steps" in capsys.readouterr().err
+    assert not (tmp_path / "dissociation.json").exists()
