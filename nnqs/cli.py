@@ -1,4 +1,4 @@
-"""Command-line interface: ``nnqs run`` and ``nnqs check-consistency``.
+"""Command-line interface: ``nnqs run``, ``nnqs analyse`` and ``nnqs check-consistency``.
 
 Exit codes: 0 success, 1 a check failed, 2 bad input.
 """
@@ -52,7 +52,38 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     run.add_argument("--stop-after", type=int, default=None, help="stop with a checkpoint after this many steps")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    analyse = sub.add_parser("analyse", help="split a trained run's error into amplitude and sign parts (small systems)")
+    analyse.add_argument("run_dir", help="an output folder of nnqs run (reads checkpoint.pt, writes analysis.json)")
     return parser
+
+
+def _analyse(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from nnqs.analysis import analyse_state, format_analysis
+    from nnqs.driver import build_model, run_system
+    from nnqs.io import load_checkpoint, write_json
+    from nnqs.runconfig import ConfigError, config_from_dict
+
+    path = Path(args.run_dir) / "checkpoint.pt"
+    try:
+        if not path.is_file():
+            raise ConfigError(f"{path}: no checkpoint (run `nnqs run ... --out {args.run_dir}` first)")
+        state = load_checkpoint(path)
+        config = config_from_dict(state["config"])
+        system = run_system(config, Path(args.run_dir), reuse=True, save=False, references=False)
+        H = system.hamiltonian
+        model = build_model(config, H.n_orbitals, H.n_alpha, H.n_beta)
+        model.load_state_dict(state["trainer"]["model"])
+        analysis = analyse_state(model, H, system.hf_occupation)
+    except (ConfigError, ValueError, KeyError) as error:
+        print(f"nnqs: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    write_json(Path(args.run_dir) / "analysis.json", analysis.to_dict())
+    print(f"{config.molecule.name} after step {state['trainer']['step']}:")
+    print(format_analysis(analysis))
+    return EXIT_OK
 
 
 def _check_consistency(args: argparse.Namespace) -> int:
@@ -133,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         return _check_consistency(args)
     if args.command == "run":
         return _run(args)
+    if args.command == "analyse":
+        return _analyse(args)
     raise AssertionError(f"unhandled command {args.command}")  # pragma: no cover
 
 

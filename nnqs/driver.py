@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from hamiltonians import enumerate_determinants
+from hamiltonians import enumerate_determinants, read_fcidump, write_fcidump
 from hamiltonians.cisd import cisd
 from nnqs.config import WavefunctionConfig
 from nnqs.io import load_checkpoint, save_checkpoint, write_json
@@ -22,7 +22,7 @@ from nnqs.model import TransformerWavefunction
 from nnqs.pretrain import pretrain_hf, pretrain_to_state
 from nnqs.report import MetricsLog, plot_convergence
 from nnqs.runconfig import ConfigError, RunConfig
-from nnqs.system import build_system
+from nnqs.system import System, build_system
 from nnqs.tokens import occupations_to_tokens
 from nnqs.vmc import Trainer, estimate_energy, local_energies
 
@@ -30,6 +30,13 @@ log = logging.getLogger(__name__)
 
 #: Largest determinant space for which result.json also gets the exact variational energy.
 EXACT_ENERGY_MAX_DETERMINANTS = 200_000
+
+#: The integrals a run trains on (orbitals in autoregressive order), saved in its folder. A
+#: resumed run and ``nnqs analyse`` read them back instead of rerunning PySCF, which may return
+#: another, equally valid basis of degenerate orbitals in a different process: N2's pi orbitals
+#: rotate with the number of OpenMP threads, and a network trained on one basis is wrong in
+#: the other.
+HAMILTONIAN_FILE = "hamiltonian.fcidump"
 
 
 def build_model(config: RunConfig, n_orbitals: int, n_alpha: int, n_beta: int) -> TransformerWavefunction:
@@ -58,6 +65,25 @@ def pretrain(model: TransformerWavefunction, system, optim) -> None:
         tokens = occupations_to_tokens(state.dets.long())
         value = pretrain_to_state(model, tokens, state.coefficients, steps=optim.pretrain_steps)
         log.info("CISD start: E_CISD = %.8f, fidelity %.5f", state.energy, value)
+
+
+def run_system(config: RunConfig, out: Path, *, reuse: bool, save: bool = True, references: bool = True) -> System:
+    """The run's system; its Hamiltonian from ``out/HAMILTONIAN_FILE`` when ``reuse`` and the
+    file exists, otherwise built from the config (and, with ``save``, saved there atomically)."""
+    if config.run.threads:
+        torch.set_num_threads(config.run.threads)  # PySCF's OpenMP follows it
+    system = build_system(config.molecule, references=references)
+    path = out / HAMILTONIAN_FILE
+    if reuse and path.exists():
+        saved = read_fcidump(path)
+        built = system.hamiltonian
+        if (saved.n_orbitals, saved.n_alpha, saved.n_beta) != (built.n_orbitals, built.n_alpha, built.n_beta):
+            raise ConfigError(f"{path} does not match the config's molecule "
+                              f"({saved.n_orbitals} orbitals, ({saved.n_alpha}, {saved.n_beta}) electrons)")
+        system.hamiltonian = saved
+    elif save:
+        write_fcidump(system.hamiltonian, path)
+    return system
 
 
 def _check_device(device: str) -> None:
@@ -90,11 +116,12 @@ def run(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     _check_device(config.run.device)
-    if config.run.threads:
-        torch.set_num_threads(config.run.threads)
     torch.manual_seed(config.run.seed)
 
-    system = build_system(config.molecule)
+    ckpt_path = out / "checkpoint.pt"
+    if resume and not ckpt_path.exists():
+        raise ConfigError(f"--resume: no checkpoint at {ckpt_path}")
+    system = run_system(config, out, reuse=resume)
     H = system.hamiltonian.to(device=config.run.device)
     refs = {k: system.references.get(k) for k in ("hf", "ccsd", "ccsd_t", "fci")}
     try:
@@ -103,11 +130,8 @@ def run(
         raise ConfigError(str(error)) from None
     trainer = Trainer(model, H, config.optim, config.sampler, seed=config.run.seed)
 
-    ckpt_path = out / "checkpoint.pt"
     wall_before = 0.0
     if resume:
-        if not ckpt_path.exists():
-            raise ConfigError(f"--resume: no checkpoint at {ckpt_path}")
         state = load_checkpoint(ckpt_path, map_location=config.run.device)
         try:
             trainer.load_state_dict(state["trainer"])

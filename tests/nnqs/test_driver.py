@@ -32,7 +32,7 @@ def reference_cache(tmp_path, monkeypatch):
 def test_run_writes_all_outputs(tmp_path):
     result = run(config_from_dict(TINY), tmp_path / "out", progress=False)
     out = tmp_path / "out"
-    for name in ("metrics.csv", "result.json", "checkpoint.pt", "convergence.png"):
+    for name in ("metrics.csv", "result.json", "checkpoint.pt", "convergence.png", "hamiltonian.fcidump"):
         assert (out / name).exists(), name
     saved = json.loads((out / "result.json").read_text())
     for key in ("energy", "energy_stderr", "variance", "references", "error_vs_fci_mha", "steps",
@@ -69,6 +69,20 @@ def test_resume_equals_uninterrupted_run(tmp_path, settings):
     assert resumed["energy"] == full["energy"] and resumed["n_unique"] == full["n_unique"]
     rows = list(csv.DictReader((tmp_path / "split" / "metrics.csv").open()))
     assert [int(r["step"]) for r in rows] == list(range(6))
+
+
+def test_resume_reads_the_saved_hamiltonian(tmp_path):
+    """A resumed run trains on the integrals saved in its folder, not on a fresh PySCF build."""
+    config = config_from_dict(TINY)
+    full = run(config, tmp_path / "full", progress=False)
+    run(config, tmp_path / "split", stop_after=3, progress=False)
+    path = tmp_path / "split" / "hamiltonian.fcidump"
+    lines = path.read_text().splitlines()
+    value, *indices = lines[-1].split()                    # the constant: "E  0 0 0 0"
+    lines[-1] = " ".join([repr(float(value) + 1.0), *indices])
+    path.write_text("\n".join(lines) + "\n")
+    resumed = run(config, tmp_path / "split", resume=True, progress=False)
+    assert resumed["energy"] == pytest.approx(full["energy"] + 1.0, abs=1e-9)
 
 
 def test_config_errors():
