@@ -7,7 +7,6 @@ import torch
 from hamiltonians import local_energy
 from hamiltonians.determinants import enumerate_determinants, pack_occupations
 from hamiltonians.exact import ground_state
-from tests.hamiltonians.conftest import GEOMETRIES
 
 
 def _pyscf_fci_vector(H, name):
