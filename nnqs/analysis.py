@@ -26,6 +26,8 @@ from nnqs.tokens import occupations_to_tokens
 
 #: Largest determinant space :func:`analyse_state` diagonalises.
 MAX_DETERMINANTS = 500_000
+#: Determinants per forward pass.
+CHUNK = 32_768
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,8 @@ def analyse_state(model, H, hf_occupation: torch.Tensor, *, ranks=(1, 10, 100, 1
     matrix, dets = hamiltonian_matrix(H)
     e0, c = lowest_eigenpair(matrix)
     tokens = occupations_to_tokens(dets.long())
-    log_psi = model.log_psi(tokens.to(model.device)).to(torch.complex128).cpu().numpy()
+    log_psi = torch.cat([model.log_psi(part.to(model.device)).to(torch.complex128).cpu()
+                         for part in tokens.split(CHUNK)]).numpy()
     psi = np.exp(log_psi - log_psi.real.max())
     psi /= np.linalg.norm(psi)
     overlap = np.vdot(c, psi)

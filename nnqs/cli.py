@@ -70,14 +70,19 @@ def _analyse(args: argparse.Namespace) -> int:
     try:
         if not path.is_file():
             raise ConfigError(f"{path}: no checkpoint (run `nnqs run ... --out {args.run_dir}` first)")
-        state = load_checkpoint(path)
-        config = config_from_dict(state["config"])
+        try:
+            state = load_checkpoint(path, map_location="cpu")
+            config = config_from_dict(state["config"])
+            weights = state["trainer"]["model"]
+        except (RuntimeError, KeyError, EOFError, OSError) as error:
+            raise ConfigError(f"{path}: not a readable nnqs checkpoint ({type(error).__name__}: "
+                              f"{str(error).strip().splitlines()[0] if str(error).strip() else ''})") from None
         system = run_system(config, Path(args.run_dir), reuse=True, save=False, references=False)
         H = system.hamiltonian
         model = build_model(config, H.n_orbitals, H.n_alpha, H.n_beta)
-        model.load_state_dict(state["trainer"]["model"])
+        model.load_state_dict(weights)
         analysis = analyse_state(model, H, system.hf_occupation)
-    except (ConfigError, ValueError, KeyError) as error:
+    except (ConfigError, ValueError, RuntimeError) as error:
         print(f"nnqs: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     write_json(Path(args.run_dir) / "analysis.json", analysis.to_dict())

@@ -76,14 +76,30 @@ def run_system(config: RunConfig, out: Path, *, reuse: bool, save: bool = True, 
     path = out / HAMILTONIAN_FILE
     if reuse and path.exists():
         saved = read_fcidump(path)
-        built = system.hamiltonian
-        if (saved.n_orbitals, saved.n_alpha, saved.n_beta) != (built.n_orbitals, built.n_alpha, built.n_beta):
-            raise ConfigError(f"{path} does not match the config's molecule "
-                              f"({saved.n_orbitals} orbitals, ({saved.n_alpha}, {saved.n_beta}) electrons)")
+        _check_same_system(saved, system, path)
         system.hamiltonian = saved
-    elif save:
-        write_fcidump(system.hamiltonian, path)
+    else:
+        if reuse:
+            log.warning("%s is missing (a run from an older nnqs?): rebuilt the integrals from the config; "
+                        "degenerate orbitals may not be those the network was trained in", path)
+        if save:
+            write_fcidump(system.hamiltonian, path)
     return system
+
+
+def _check_same_system(saved, system: System, path: Path) -> None:
+    """Raise ``ConfigError`` unless ``saved`` describes the config's molecule: same sizes and the
+    same electronic HF energy (invariant under rotations of degenerate orbitals)."""
+    built = system.hamiltonian
+    if (saved.n_orbitals, saved.n_alpha, saved.n_beta) != (built.n_orbitals, built.n_alpha, built.n_beta):
+        raise ConfigError(f"{path} does not match the config's molecule "
+                          f"({saved.n_orbitals} orbitals, ({saved.n_alpha}, {saved.n_beta}) electrons)")
+    hf = system.hf_occupation[None]
+    e_saved = float(saved.diagonal(hf.to(saved.device))[0]) - float(saved.constant)
+    e_built = float(built.diagonal(hf.to(built.device))[0]) - float(built.constant)
+    if abs(e_saved - e_built) > 1e-8:
+        raise ConfigError(f"{path} does not match the config's molecule (electronic HF energy "
+                          f"{e_saved:.10f} against {e_built:.10f} Ha)")
 
 
 def _check_device(device: str) -> None:

@@ -111,8 +111,8 @@ class OptimConfig:
 
     Attributes:
         steps: VMC steps.
-        lr: peak learning rate (AdamW).
-        warmup: linear warm-up steps.
+        lr: peak learning rate of ``method`` (with an AdamW phase first: of the minSR phase).
+        warmup: linear warm-up steps (of the first phase; minSR after AdamW starts at its peak).
         final_lr_ratio: the learning rate decays by a cosine to ``lr * final_lr_ratio``.
         betas, eps, weight_decay: AdamW settings.
         clip: gradient-norm clipping (0 = none); with minSR it bounds the update direction.
@@ -121,7 +121,8 @@ class OptimConfig:
         sr_shift: minSR diagonal shift.
         adamw_steps: with ``method = "minsr"``, run this many AdamW steps first (cheap early
             progress from the pretrained start), then minSR for the rest; 0 = minSR throughout.
-        adamw_lr: the peak learning rate of that AdamW phase.
+        adamw_lr: the peak learning rate of that AdamW phase. The NaN guard's halving of the
+            learning rate carries over from one phase to the next.
         pretrain: the supervised start: ``"cisd"`` (fit the CISD wavefunction, signs included;
             see :mod:`nnqs.pretrain`), ``"hf"`` (train ``-log p(HF)`` until ``p(HF)`` reaches
             ``pretrain_hf``) or ``"none"``.

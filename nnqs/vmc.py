@@ -248,6 +248,8 @@ class Trainer:
 
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
+        if "optimizers" not in state and "optimizer" in state and len(self.optimizers) == 1:
+            state = {**state, "optimizers": {next(iter(self.optimizers)): state["optimizer"]}}  # nnqs < 0.2
         self._load_optimizer_states(state["optimizers"])
         self.generator.set_state(state["generator"].cpu())  # RNG states are CPU byte tensors
         self.n_samples = int(state["n_samples"])

@@ -77,6 +77,16 @@ def test_cli_analyse(tmp_path, monkeypatch):
     assert done.returncode == 0, done.stderr
     saved = json.loads((tmp_path / "h2" / "analysis.json").read_text())
     assert saved["energy"] == pytest.approx(result["energy_exact_variational"], abs=1e-9)
+    # analyse reads the run's own integrals: shift their constant and the energies follow.
+    path = tmp_path / "h2" / "hamiltonian.fcidump"
+    lines = path.read_text().splitlines()
+    value, *indices = lines[-1].split()
+    lines[-1] = " ".join([repr(float(value) + 1.0), *indices])
+    path.write_text("\n".join(lines) + "\n")
+    assert subprocess.run([sys.executable, "-m", "nnqs.cli", "analyse", str(tmp_path / "h2")]).returncode == 0
+    shifted = json.loads((tmp_path / "h2" / "analysis.json").read_text())
+    assert shifted["energy"] == pytest.approx(saved["energy"] + 1.0, abs=1e-9)
+    assert shifted["exact_energy"] == pytest.approx(saved["exact_energy"] + 1.0, abs=1e-9)
     missing = subprocess.run([sys.executable, "-m", "nnqs.cli", "analyse", str(tmp_path / "nothing")],
                              capture_output=True, text=True)
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1

@@ -51,12 +51,13 @@ TWO_PHASE = {**TINY, "optim": {"steps": 6, "lr": 0.05, "warmup": 1, "method": "m
                                 "adamw_lr": 0.01}}
 
 
-@pytest.mark.parametrize("settings", [TINY, TWO_PHASE], ids=["adamw", "adamw-then-minsr"])
-def test_resume_equals_uninterrupted_run(tmp_path, settings):
+@pytest.mark.parametrize("settings, stop", [(TINY, 3), (TWO_PHASE, 1), (TWO_PHASE, 3)],
+                         ids=["adamw", "inside-the-adamw-phase", "inside-the-minsr-phase"])
+def test_resume_equals_uninterrupted_run(tmp_path, settings, stop):
     config = config_from_dict(settings)
     full = run(config, tmp_path / "full", progress=False)
-    stopped = run(config, tmp_path / "split", stop_after=3, progress=False)
-    assert stopped == {"stopped_at": 3}
+    stopped = run(config, tmp_path / "split", stop_after=stop, progress=False)
+    assert stopped == {"stopped_at": stop}
     resumed = run(config, tmp_path / "split", resume=True, progress=False)
     a = load_checkpoint(tmp_path / "full" / "checkpoint.pt")["trainer"]
     b = load_checkpoint(tmp_path / "split" / "checkpoint.pt")["trainer"]
@@ -65,10 +66,23 @@ def test_resume_equals_uninterrupted_run(tmp_path, settings):
     assert torch.equal(a["generator"], b["generator"]) and a["n_samples"] == b["n_samples"]
     assert set(a["optimizers"]) == set(b["optimizers"])
     for name in a["optimizers"]:
-        assert str(a["optimizers"][name]) == str(b["optimizers"][name]), name
+        for key, moments in a["optimizers"][name]["state"].items():
+            for field, value in moments.items():
+                assert torch.equal(torch.as_tensor(value), torch.as_tensor(b["optimizers"][name]["state"][key][field]))
     assert resumed["energy"] == full["energy"] and resumed["n_unique"] == full["n_unique"]
     rows = list(csv.DictReader((tmp_path / "split" / "metrics.csv").open()))
     assert [int(r["step"]) for r in rows] == list(range(6))
+
+
+def test_two_phase_run_switches_to_minsr(tmp_path):
+    """AdamW runs exactly adamw_steps steps, then minSR (plain SGD state) at its own lr."""
+    run(config_from_dict(TWO_PHASE), tmp_path / "out", progress=False)
+    state = load_checkpoint(tmp_path / "out" / "checkpoint.pt")["trainer"]["optimizers"]
+    assert set(state) == {"adamw", "minsr"}
+    assert {int(s["step"]) for s in state["adamw"]["state"].values()} == {2}
+    rows = list(csv.DictReader((tmp_path / "out" / "metrics.csv").open()))
+    lrs = [float(r["lr"]) for r in rows]
+    assert max(lrs[:2]) <= 0.01 and lrs[2] == pytest.approx(0.05)
 
 
 def test_resume_reads_the_saved_hamiltonian(tmp_path):
@@ -83,6 +97,19 @@ def test_resume_reads_the_saved_hamiltonian(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     resumed = run(config, tmp_path / "split", resume=True, progress=False)
     assert resumed["energy"] == pytest.approx(full["energy"] + 1.0, abs=1e-9)
+
+
+def test_resume_refuses_integrals_of_another_molecule(tmp_path):
+    config = config_from_dict(TINY)
+    run(config, tmp_path / "split", stop_after=1, progress=False)
+    path = tmp_path / "split" / "hamiltonian.fcidump"
+    lines = path.read_text().splitlines()
+    row = next(i for i, line in enumerate(lines) if line.split()[1:] == ["1", "1", "0", "0"])  # h_11
+    value, *indices = lines[row].split()
+    lines[row] = " ".join([repr(float(value) + 0.1), *indices])
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError, match="electronic HF energy"):
+        run(config, tmp_path / "split", resume=True, progress=False)
 
 
 def test_config_errors():
