@@ -1,0 +1,16 @@
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from experiments import bench_minsr  # noqa: E402
+
+
+def test_bench_minsr_agrees_with_the_dense_solve(tmp_path):
+    out = tmp_path / "bench.json"
+    rows = bench_minsr.main(["--samples", "12", "--repeats", "1", "--out", str(out)])
+    saved = json.loads(out.read_text())
+    assert saved["results"] == rows and rows[0]["n_samples"] == 12
+    assert rows[0]["max_abs_difference"] < 1e-10 * max(1.0, rows[0]["direction_norm"])
+    assert rows[0]["direction_norm"] > 0
