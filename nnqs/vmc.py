@@ -123,6 +123,7 @@ class StepRecord:
     grad_norm: float
     seconds: float
     rolled_back: bool = False
+    method: str = "adamw"
 
 
 class Trainer:
@@ -175,7 +176,7 @@ class Trainer:
             self._roll_back()
             self.step += 1
             return StepRecord(self.step - 1, math.nan, math.nan, math.nan, self.n_samples, 0, lr, math.nan,
-                              time.perf_counter() - start, rolled_back=True)
+                              time.perf_counter() - start, rolled_back=True, method=method)
         batch = self.sample(self.n_samples)
         log_psi, e_loc, weights, est = self.evaluate(batch)
         optimizer.zero_grad(set_to_none=True)
@@ -193,7 +194,7 @@ class Trainer:
         else:
             self._roll_back()
         record = StepRecord(self.step, est.energy, est.stderr, est.variance, self.n_samples, batch.n_unique,
-                            lr, grad_norm, time.perf_counter() - start, rolled_back=not finite)
+                            lr, grad_norm, time.perf_counter() - start, rolled_back=not finite, method=method)
         if self.window is not None:
             self.n_samples = self.window.update(self.n_samples, batch.n_unique)
         self.step += 1

@@ -82,6 +82,7 @@ def test_two_phase_run_switches_to_minsr(tmp_path):
     assert {int(s["step"]) for s in state["adamw"]["state"].values()} == {2}
     rows = list(csv.DictReader((tmp_path / "out" / "metrics.csv").open()))
     lrs = [float(r["lr"]) for r in rows]
+    assert [r["method"] for r in rows] == ["adamw"] * 2 + ["minsr"] * 4
     assert max(lrs[:2]) <= 0.01 and lrs[2] == pytest.approx(0.05)
 
 
