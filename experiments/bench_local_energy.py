@@ -31,7 +31,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from experiments.benchutil import PeakMemory  # noqa: E402
+from experiments.benchutil import PeakMemory, timed  # noqa: E402
 from hamiltonians import from_pyscf, local_energy  # noqa: E402
 from nnqs.io import write_json  # noqa: E402
 from hamiltonians.determinants import pack_occupations  # noqa: E402
@@ -46,27 +46,6 @@ SYSTEMS = {
 
 
 # ----------------------------------------------------------------------------- memory
-def _timer(device):
-    if device.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-        def run(fn):
-            start.record()
-            out = fn()
-            end.record()
-            torch.cuda.synchronize(device)
-            return out, start.elapsed_time(end) / 1e3
-
-        return run
-
-    def run(fn):
-        t = time.perf_counter()
-        out = fn()
-        return out, time.perf_counter() - t
-
-    return run
-
-
 # ----------------------------------------------------------------------------- samples
 def realistic_batch(H, size: int, seed: int = 0) -> torch.Tensor:
     """HF, singles and doubles of HF, then doubles of those (quadruples): ``size`` unique rows."""
@@ -105,7 +84,6 @@ def bench_system(name, spec, *, device, batch_size, ref_samples, chunks, repeats
     H = from_pyscf(**spec).to(device)
     batch = realistic_batch(H, batch_size).to(device)
     b = batch.shape[0]
-    timed = _timer(device)
     fn = cheap_log_psi(H.n_spin_orbitals, device)
     out = {
         "system": name, **{k: v for k, v in spec.items() if k != "geometry"},
@@ -125,7 +103,7 @@ def bench_system(name, spec, *, device, batch_size, ref_samples, chunks, repeats
         best = float("inf")
         for _ in range(repeats):
             with PeakMemory(device) as mem:
-                n_el, dt = timed(lambda: run_kernel(chunk))
+                n_el, dt = timed(device, lambda: run_kernel(chunk))
             best = min(best, dt)
         out["kernel"].append({
             "chunk": chunk, "samples_per_chunk": H.samples_per_chunk(chunk), "connected": n_el,
@@ -136,7 +114,7 @@ def bench_system(name, spec, *, device, batch_size, ref_samples, chunks, repeats
             lp_x = fn(batch)
             local_energy(H, batch, fn, mode=mode, log_psi_x=lp_x, chunk=chunk)  # warm-up
             with PeakMemory(device) as mem:
-                res, dt = timed(lambda: local_energy(H, batch, fn, mode=mode, log_psi_x=lp_x, chunk=chunk))
+                res, dt = timed(device, lambda: local_energy(H, batch, fn, mode=mode, log_psi_x=lp_x, chunk=chunk))
             out["local_energy"].append({
                 "mode": mode, "chunk": chunk, "seconds": dt, "samples_per_s": b / dt,
                 "elements_per_s": res.n_connected / dt, "n_unique": res.n_unique,

@@ -23,38 +23,29 @@ import argparse
 import os
 import platform
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from experiments.benchutil import best_of  # noqa: E402
 from nnqs import TransformerWavefunction, WavefunctionConfig  # noqa: E402
 from nnqs.io import write_json  # noqa: E402
 from nnqs.sr import log_psi_jacobian, minsr_direction, minsr_direction_reference  # noqa: E402
 from nnqs.tokens import random_valid_tokens  # noqa: E402
 
 
-def best_of(repeats: int, fn):
-    """``(result, seconds)``: the fastest of ``repeats`` calls."""
-    best, out = float("inf"), None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - start)
-    return out, best
-
-
 def measure(model, n_samples: int, repeats: int, seed: int) -> dict:
     g = torch.Generator().manual_seed(seed)
     tokens = random_valid_tokens(model.constraint, n_samples, generator=g)
-    jac, t_jac = best_of(repeats, lambda: log_psi_jacobian(model, tokens))
+    cpu = torch.device("cpu")
+    jac, t_jac, _ = best_of(cpu, repeats, lambda: log_psi_jacobian(model, tokens))
     e_loc = torch.complex(torch.randn(n_samples, generator=g, dtype=torch.float64),
                           torch.randn(n_samples, generator=g, dtype=torch.float64))
     weights = torch.rand(n_samples, generator=g, dtype=torch.float64)
     weights /= weights.sum()
-    (fast, _), t_fast = best_of(repeats, lambda: minsr_direction(jac, e_loc, weights))
-    (slow, _), t_slow = best_of(repeats, lambda: minsr_direction_reference(jac, e_loc, weights))
+    (fast, _), t_fast, _ = best_of(cpu, repeats, lambda: minsr_direction(jac, e_loc, weights))
+    (slow, _), t_slow, _ = best_of(cpu, repeats, lambda: minsr_direction_reference(jac, e_loc, weights))
     return {
         "n_samples": n_samples, "n_parameters": jac.shape[2],
         "jacobian_seconds": t_jac, "solve_seconds": t_fast, "reference_solve_seconds": t_slow,

@@ -44,7 +44,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from experiments.benchutil import PeakMemory  # noqa: E402
+from experiments.benchutil import LONG_RUN_S, best_of  # noqa: E402
 from nnqs import TransformerWavefunction, WavefunctionConfig  # noqa: E402
 from nnqs.io import atomic_write, write_json  # noqa: E402
 from samplers import bas, naive  # noqa: E402
@@ -55,7 +55,6 @@ MODELS = {
     "d64": dict(d_model=64, n_layers=4, n_heads=4),
     "d256": dict(d_model=256, n_layers=4, n_heads=4),
 }
-LONG_RUN_S = 10.0  # a timed run longer than this is not repeated
 NAIVE_DESCRIPTION = (
     "samplers.naive: the same BAS tree walk as samplers.bas; at depth L it calls model.conditionals "
     "on the [U, L+1] prefixes (plus a placeholder) and keeps the last row: one full uncached causal "
@@ -73,21 +72,6 @@ def cpu_model_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
-
-
-def timed(device: torch.device, fn):
-    """``(result, seconds)``: CUDA events on CUDA, ``time.perf_counter`` otherwise."""
-    if device.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize(device)
-        start.record()
-        out = fn()
-        end.record()
-        torch.cuda.synchronize(device)
-        return out, start.elapsed_time(end) / 1e3
-    t = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t
 
 
 def electrons_for(n: int, frontier: int) -> int:
@@ -138,20 +122,6 @@ def calibrate(model, frontier: int, device, seed: int, max_iter: int = 4):
             break
         n_samples = max(1, round(n_samples * frontier / max(u, 1) * (1.1 if u < frontier else 1.0)))
     return n_samples, batch
-
-
-def best_of(device, repeats, fn):
-    """Run ``fn`` up to ``repeats`` times (stopping early once a run is long); return the last
-    result, the best time and the peak memory of the best run."""
-    best, peak, result = math.inf, None, None
-    for _ in range(repeats):
-        with PeakMemory(device) as mem:
-            result, dt = timed(device, fn)
-        if dt < best:
-            best, peak = dt, mem.peak
-        if dt > LONG_RUN_S:
-            break
-    return result, best, peak
 
 
 def bench_point(model_name, n, frontier, *, dtype, device, repeats, seed, naive_skip_reason):

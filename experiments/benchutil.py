@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import math
+import time
+
 import torch
+
+#: A timed run longer than this (seconds) is not repeated.
+LONG_RUN_S = 10.0
 
 
 class PeakMemory:
@@ -41,3 +47,32 @@ class PeakMemory:
         elif self.base is not None:
             self.peak = self._status("VmHWM") - self.base
         return False
+
+
+def timed(device: torch.device, fn):
+    """``(result, seconds)``: CUDA events on CUDA, ``time.perf_counter`` otherwise."""
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(device)
+        start.record()
+        out = fn()
+        end.record()
+        torch.cuda.synchronize(device)
+        return out, start.elapsed_time(end) / 1e3
+    t = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t
+
+
+def best_of(device, repeats, fn):
+    """Run ``fn`` up to ``repeats`` times (stopping early once a run is long); return the last
+    result, the best time and the peak memory of the best run."""
+    best, peak, result = math.inf, None, None
+    for _ in range(repeats):
+        with PeakMemory(device) as mem:
+            result, dt = timed(device, fn)
+        if dt < best:
+            best, peak = dt, mem.peak
+        if dt > LONG_RUN_S:
+            break
+    return result, best, peak
