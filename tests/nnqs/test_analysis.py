@@ -15,7 +15,7 @@ from nnqs.analysis import analyse_state, format_analysis
 from nnqs.driver import run
 from nnqs.runconfig import config_from_dict
 from nnqs.tokens import tokens_to_occupations
-from tests.nnqs.test_driver import TINY
+from tests.nnqs.test_driver import TINY, shift_fcidump_value
 
 
 class TableState:
@@ -78,11 +78,7 @@ def test_cli_analyse(tmp_path, monkeypatch):
     saved = json.loads((tmp_path / "h2" / "analysis.json").read_text())
     assert saved["energy"] == pytest.approx(result["energy_exact_variational"], abs=1e-9)
     # analyse reads the run's own integrals: shift their constant and the energies follow.
-    path = tmp_path / "h2" / "hamiltonian.fcidump"
-    lines = path.read_text().splitlines()
-    value, *indices = lines[-1].split()
-    lines[-1] = " ".join([repr(float(value) + 1.0), *indices])
-    path.write_text("\n".join(lines) + "\n")
+    shift_fcidump_value(tmp_path / "h2" / "hamiltonian.fcidump", (0, 0, 0, 0), 1.0)
     assert subprocess.run([sys.executable, "-m", "nnqs.cli", "analyse", str(tmp_path / "h2")]).returncode == 0
     shifted = json.loads((tmp_path / "h2" / "analysis.json").read_text())
     assert shifted["energy"] == pytest.approx(saved["energy"] + 1.0, abs=1e-9)

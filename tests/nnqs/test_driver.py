@@ -24,6 +24,15 @@ TINY = {
 }
 
 
+def shift_fcidump_value(path, indices: tuple[int, int, int, int], delta: float) -> None:
+    """Add ``delta`` to the FCIDUMP entry with these four indices (``(0, 0, 0, 0)``: the constant)."""
+    lines = path.read_text().splitlines()
+    row = next(i for i, line in enumerate(lines) if line.split()[1:] == [str(i) for i in indices])
+    value, *rest = lines[row].split()
+    lines[row] = " ".join([repr(float(value) + delta), *rest])
+    path.write_text("\n".join(lines) + "\n")
+
+
 @pytest.fixture(autouse=True)
 def reference_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("NNQS_REFERENCE_CACHE", str(tmp_path / "refs.json"))
@@ -91,11 +100,7 @@ def test_resume_reads_the_saved_hamiltonian(tmp_path):
     config = config_from_dict(TINY)
     full = run(config, tmp_path / "full", progress=False)
     run(config, tmp_path / "split", stop_after=3, progress=False)
-    path = tmp_path / "split" / "hamiltonian.fcidump"
-    lines = path.read_text().splitlines()
-    value, *indices = lines[-1].split()                    # the constant: "E  0 0 0 0"
-    lines[-1] = " ".join([repr(float(value) + 1.0), *indices])
-    path.write_text("\n".join(lines) + "\n")
+    shift_fcidump_value(tmp_path / "split" / "hamiltonian.fcidump", (0, 0, 0, 0), 1.0)  # the constant
     resumed = run(config, tmp_path / "split", resume=True, progress=False)
     assert resumed["energy"] == pytest.approx(full["energy"] + 1.0, abs=1e-9)
 
@@ -103,12 +108,7 @@ def test_resume_reads_the_saved_hamiltonian(tmp_path):
 def test_resume_refuses_integrals_of_another_molecule(tmp_path):
     config = config_from_dict(TINY)
     run(config, tmp_path / "split", stop_after=1, progress=False)
-    path = tmp_path / "split" / "hamiltonian.fcidump"
-    lines = path.read_text().splitlines()
-    row = next(i for i, line in enumerate(lines) if line.split()[1:] == ["1", "1", "0", "0"])  # h_11
-    value, *indices = lines[row].split()
-    lines[row] = " ".join([repr(float(value) + 0.1), *indices])
-    path.write_text("\n".join(lines) + "\n")
+    shift_fcidump_value(tmp_path / "split" / "hamiltonian.fcidump", (1, 1, 0, 0), 0.1)  # h_11
     with pytest.raises(ConfigError, match="electronic HF energy"):
         run(config, tmp_path / "split", resume=True, progress=False)
 
