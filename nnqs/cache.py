@@ -20,7 +20,8 @@ class KVCache:
 
     ``k``/``v`` are views of the first ``batch`` rows of buffers that may hold more rows
     (``capacity``): a growing :meth:`reorder` leaves some headroom (``GROWTH``) so that a frontier
-    that grows by a few rows does not reallocate (and page-fault) the whole cache each time.
+    that grows by a few rows does not reallocate (and page-fault) the whole cache each time, and a
+    caller that knows how large the batch can get allocates that once with :meth:`reserve`.
     ``nbytes`` is the live K/V size of the formula; ``allocated_nbytes`` what the buffers hold.
 
     Attributes:
@@ -110,6 +111,29 @@ class KVCache:
     def advance(self) -> None:
         self.position += 1
 
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` rows, so that reorders up to that batch never reallocate.
+
+        On the CPU, rows that are never written are never touched, so a generous reservation
+        costs address space rather than memory; on CUDA it is real memory. Written rows and
+        positions are kept; ``batch`` does not change.
+        """
+        if rows > self.capacity:
+            self._k, self._v = self._allocate(rows, self.batch)
+            self.k, self.v = self._k[:, : self.batch], self._v[:, : self.batch]
+
+    def _allocate(self, capacity: int, keep: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """New K/V buffers of ``capacity`` rows holding a copy of the first ``keep`` rows' written
+        positions (the rest is scratch, left unwritten so that its pages are not touched)."""
+        shape = list(self._k.shape)
+        shape[1] = capacity
+        k, v = self._k.new_empty(shape), self._v.new_empty(shape)
+        pos = self.position
+        if pos and keep:
+            k[:, :keep, :, :pos] = self._k[:, :keep, :, :pos]
+            v[:, :keep, :, :pos] = self._v[:, :keep, :, :pos]
+        return k, v
+
     def reorder(self, index: torch.Tensor) -> None:
         """Gather rows in place: new row ``i`` := old row ``index[i]``.
 
@@ -144,12 +168,7 @@ class KVCache:
         pos = self.position
         rest = index[keep:]
         if new_batch > self.capacity:
-            shape = list(self._k.shape)
-            shape[1] = max(new_batch, int(self.GROWTH * self.capacity))
-            k, v = self._k.new_empty(shape), self._v.new_empty(shape)
-            if pos and keep:
-                k[:, :keep, :, :pos] = self._k[:, :keep, :, :pos]
-                v[:, :keep, :, :pos] = self._v[:, :keep, :, :pos]
+            k, v = self._allocate(max(new_batch, int(self.GROWTH * self.capacity)), keep)
         else:
             k, v = self._k, self._v
         if pos and rest.numel():

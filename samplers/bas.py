@@ -11,13 +11,21 @@ from samplers.tree import model_device, rows_for_budget, walk_tree
 class CachedDecoder:
     """One ``decode_step`` per depth; the cache follows the tree through ``reorder``."""
 
+    RESERVE_BYTES = 1 << 28  # allocate up to this much cache once for the largest possible frontier
+
     def __init__(self, model: AutoregressiveModel) -> None:
         self.model = model
         self.cache = None
 
-    def resume(self, prefix: torch.Tensor) -> None:
+    def resume(self, prefix: torch.Tensor, max_rows: int | float) -> None:
         # Rebuild the cache up to position L (a chunk resumed from the stack, or the root).
         self.cache = self.model.init_cache(prefix.shape[0])
+        # Growing the cache step by step copies (and on the CPU page-faults) it several times;
+        # when the frontier's bound is small enough, allocate it once instead.
+        reserve = getattr(self.cache, "reserve", None)  # optional in DecodeCache
+        if reserve is not None:
+            per_row = max(self.cache.nbytes // prefix.shape[0], 1)
+            reserve(int(min(max_rows, self.RESERVE_BYTES // per_row)))
         for i in range(prefix.shape[1]):
             self.model.decode_step(prefix[:, i - 1] if i else None, self.cache)
 

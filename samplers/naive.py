@@ -21,7 +21,7 @@ class UncachedDecoder:
     def __init__(self, model: AutoregressiveModel) -> None:
         self.model = model
 
-    def resume(self, prefix: torch.Tensor) -> None:
+    def resume(self, prefix: torch.Tensor, max_rows: int | float) -> None:
         pass
 
     def next_probs(self, prefix: torch.Tensor) -> torch.Tensor:

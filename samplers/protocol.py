@@ -14,7 +14,11 @@ import torch
 
 @runtime_checkable
 class DecodeCache(Protocol):
-    """The per-row decoding state of a model (for example ``nnqs.cache.KVCache``)."""
+    """The per-row decoding state of a model (for example ``nnqs.cache.KVCache``).
+
+    A cache may also offer ``reserve(rows)`` (room for ``rows`` rows without reallocating);
+    the cached sampler calls it when it knows a bound on the frontier.
+    """
 
     position: int
 

@@ -23,8 +23,9 @@ from samplers.protocol import AutoregressiveModel, SampleBatch
 class Decoder(Protocol):
     """How the tree walk gets ``p(t_L | prefix)`` for a frontier of prefixes ``[U, L]``."""
 
-    def resume(self, prefix: torch.Tensor) -> None:
-        """Make the state ready for ``next_probs(prefix)`` (called when a chunk (re)starts)."""
+    def resume(self, prefix: torch.Tensor, max_rows: int | float) -> None:
+        """Make the state ready for ``next_probs(prefix)`` (called when a chunk (re)starts);
+        the chunk's frontier never exceeds ``max_rows`` (``math.inf``: no known bound)."""
 
     def next_probs(self, prefix: torch.Tensor) -> torch.Tensor:
         """``p(t_L | prefix)`` ``[U, 4]`` for prefixes ``[U, L]``."""
@@ -72,7 +73,8 @@ def walk_tree(
     while stack:
         prefix, counts, log_prob = stack.pop()
         stats["chunks"] += 1
-        decoder.resume(prefix)
+        # A chunk's frontier is bounded by its draws and by the row limit.
+        decoder.resume(prefix, min(limit, int(counts.sum())))
         while True:
             stats["peak_rows"] = max(stats["peak_rows"], prefix.shape[0])
             stats["peak_state_bytes"] = max(stats["peak_state_bytes"], decoder.nbytes)

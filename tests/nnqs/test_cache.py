@@ -122,3 +122,24 @@ def test_reorder_copies_only_what_changes_and_reuses_buffers():
         if len(index) <= 6:
             assert cache.k.untyped_storage().data_ptr() == storage  # buffers reused
     assert cache.capacity >= cache.batch and cache.allocated_nbytes >= cache.nbytes
+
+
+def test_reserve_keeps_written_rows_and_later_growth_reuses_the_buffers():
+    torch.manual_seed(1)
+    cache = KVCache(2, 3, 2, 5, 3, dtype=torch.float64)
+    cache.k.copy_(torch.randn_like(cache.k))
+    cache.v.copy_(torch.randn_like(cache.v))
+    cache.position = 2
+    old_k, old_v = cache.k.clone(), cache.v.clone()
+    cache.reserve(8)
+    assert cache.capacity == 8 and cache.batch == 3 and cache.nbytes == 2 * 3 * 5 * 2 * 2 * 3 * 8
+    assert torch.equal(cache.k[:, :, :, :2], old_k[:, :, :, :2])
+    assert torch.equal(cache.v[:, :, :, :2], old_v[:, :, :, :2])
+    storage = cache.k.untyped_storage().data_ptr()
+    index = torch.tensor([0, 1, 2, 2, 1, 0, 0, 1])
+    cache.reorder(index)  # grows to the reserved 8 rows in place
+    assert cache.k.untyped_storage().data_ptr() == storage
+    assert torch.equal(cache.k[:, :, :, :2], old_k[:, index, :, :2])
+    assert torch.equal(cache.v[:, :, :, :2], old_v[:, index, :, :2])
+    cache.reserve(4)  # smaller than the capacity: nothing happens
+    assert cache.capacity == 8 and cache.k.untyped_storage().data_ptr() == storage

@@ -82,6 +82,7 @@ def test_chunked_sampler_matches_in_distribution_under_a_byte_budget():
     chunked = bas.sample(model, n_samples, generator=torch.Generator().manual_seed(5), max_cache_bytes=budget)
     assert full.stats["peak_state_bytes"] > budget  # the budget really bites
     assert chunked.stats["peak_state_bytes"] <= budget and chunked.stats["peak_rows"] <= 6
+    assert chunked.stats["peak_allocated_bytes"] <= budget  # no growth headroom past the budget
     assert chunked.stats["chunks"] > 1
     assert chi_squared_pvalue(as_dict(chunked), support, probs, n_samples) > 1e-3
     # Two-sample test between the chunked and unchunked counts over the shared support.
@@ -91,6 +92,16 @@ def test_chunked_sampler_matches_in_distribution_under_a_byte_budget():
     assert scipy.stats.chi2_contingency(table).pvalue > 1e-3
     with pytest.raises(ValueError, match="cannot hold one row"):
         bas.sample(model, 10, max_cache_bytes=per_row - 1)
+
+
+def test_cache_is_allocated_once_for_a_bounded_frontier():
+    """The frontier never exceeds n_samples, so the sampler reserves that many rows up front and
+    the cache never grows (each growth would copy, and on the CPU page-fault, the whole cache)."""
+    model = make_model(8, 4, 4, seed=3)
+    per_row = model.init_cache(1).nbytes
+    batch = bas.sample(model, 40, generator=torch.Generator().manual_seed(0))
+    assert batch.stats["peak_rows"] > 4
+    assert batch.stats["peak_allocated_bytes"] == 40 * per_row
 
 
 def test_1e12_samples_without_overflow():
