@@ -15,7 +15,7 @@ import torch
 from tqdm.auto import tqdm
 
 from hamiltonians import enumerate_determinants, read_fcidump, write_fcidump
-from hamiltonians.cisd import cisd
+from hamiltonians.ci import CIState, casci, cisd
 from nnqs.config import WavefunctionConfig
 from nnqs.io import load_checkpoint, save_checkpoint, write_json
 from nnqs.model import TransformerWavefunction
@@ -56,15 +56,34 @@ def exact_variational_energy(model: TransformerWavefunction, H) -> float:
     return estimate_energy(e_loc, weights, 1).energy
 
 
+def start_state(system: System, optim) -> CIState:
+    """The CI wavefunction that ``optim.pretrain`` (``"cisd"``, ``"casci"`` or ``"best_ci"``) fits."""
+    H = system.hamiltonian
+    states = {}
+    if optim.pretrain in ("cisd", "best_ci"):
+        states["CISD"] = cisd(H, reference=system.hf_occupation)
+    if optim.pretrain in ("casci", "best_ci"):
+        try:
+            states["CASCI(%d, %d)" % tuple(optim.pretrain_cas)] = casci(H, *optim.pretrain_cas, order=system.order)
+        except ValueError as error:
+            raise ConfigError(f"[optim] pretrain_cas: {error}") from None
+    for name, state in states.items():
+        log.info("%s: E = %.8f over %d determinants", name, state.energy, state.dets.shape[0])
+    name = min(states, key=lambda k: states[k].energy)
+    if len(states) > 1:
+        log.info("starting from %s, the lower energy", name)
+    return states[name]
+
+
 def pretrain(model: TransformerWavefunction, system, optim) -> None:
     """The supervised start chosen by ``optim.pretrain`` (see :mod:`nnqs.pretrain`)."""
     if optim.pretrain == "hf":
         pretrain_hf(model, system.hf_tokens, optim.pretrain_hf)
-    elif optim.pretrain == "cisd":
-        state = cisd(system.hamiltonian, reference=system.hf_occupation)
+    elif optim.pretrain != "none":
+        state = start_state(system, optim)
         tokens = occupations_to_tokens(state.dets.long())
         value = pretrain_to_state(model, tokens, state.coefficients, steps=optim.pretrain_steps)
-        log.info("CISD start: E_CISD = %.8f, fidelity %.5f", state.energy, value)
+        log.info("CI start: E = %.8f, fidelity %.5f", state.energy, value)
 
 
 def run_system(config: RunConfig, out: Path, *, reuse: bool, save: bool = True, references: bool = True) -> System:

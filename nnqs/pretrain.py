@@ -4,7 +4,7 @@ Two targets:
 
 * the Hartree–Fock determinant (:func:`pretrain_hf`), and
 * a CI wavefunction ``sum_x c_x |x>`` on a set of determinants (:func:`pretrain_to_state`), usually
-  CISD from :func:`hamiltonians.cisd.cisd`: it puts most probability on HF *and* gives the
+  CISD from :func:`hamiltonians.ci.cisd`: it puts most probability on HF *and* gives the
   doubles their correct signs. Without it, determinants whose random initial phase is wrong tend
   to lose all amplitude early in VMC, are never sampled again, and the run stalls above FCI.
 

@@ -122,6 +122,26 @@ def test_config_errors():
         config_from_dict({"molecule": H2, "optim": {"steps": "many"}})
     with pytest.raises(ConfigError, match="exactly one of"):
         config_from_dict({"molecule": {"basis": "sto-3g"}})
+    for cas in ([], [6], [6.5, 6], [0, 2]):
+        with pytest.raises(ConfigError, match="pretrain_cas"):
+            config_from_dict({"molecule": H2, "optim": {"pretrain": "casci", "pretrain_cas": cas}})
+
+
+@pytest.mark.parametrize("bond,expected", [(1.1, "CISD"), (2.0, "CASCI")])
+def test_best_ci_start_is_the_lower_energy_of_cisd_and_casci(bond, expected):
+    """Near equilibrium CISD is lower; with the bond stretched, HF carries little weight and
+    CASCI(6, 6) over the three bonding and antibonding orbitals is lower (by 150 mHa at 2 A)."""
+    from hamiltonians.ci import casci, cisd
+    from nnqs.driver import start_state
+    from nnqs.runconfig import MoleculeConfig, OptimConfig
+    from nnqs.system import build_system
+
+    system = build_system(MoleculeConfig(geometry=f"N 0 0 0; N 0 0 {bond}"), references=False)
+    energies = {"CISD": cisd(system.hamiltonian).energy, "CASCI": casci(system.hamiltonian, 6, 6).energy}
+    state = start_state(system, OptimConfig(pretrain="best_ci", pretrain_cas=(6, 6)))
+    assert min(energies, key=energies.get) == expected
+    assert state.energy == energies[expected]
+    assert torch.equal(state.dets[0], system.hf_occupation)
 
 
 def run_cli(*args, cwd=None):
@@ -137,6 +157,8 @@ def run_cli(*args, cwd=None):
         ('[molecule]\ngeometry = "H 0 0 0; H 0 0 0.74"\ncharge = 3\n', "electron"),
         ('[molecule]\ngeometry = "H 0 0 0; H 0 0 0.74"\nspin = 1\n', "spin"),
         ('[molecule\ngeometry = 1\n', "config.toml"),
+        ('[molecule]\ngeometry = "H 0 0 0; H 0 0 0.74"\n[optim]\npretrain = "casci"\npretrain_cas = [4, 2]\n',
+         "pretrain_cas"),
     ],
 )
 def test_cli_bad_config_exits_2_with_one_line(tmp_path, toml, needle):
@@ -199,7 +221,7 @@ def test_orbital_order_permutes_integrals_not_energies(order):
     hf = permuted.hf_occupation
     assert torch.equal(hf[0::2], torch.tensor([int(o < H.n_alpha) for o in perm], dtype=torch.uint8))
     assert abs(float(P.diagonal(hf[None])[0]) - H.hf_energy()) < 1e-10
-    from hamiltonians.cisd import cisd
+    from hamiltonians.ci import cisd
 
     assert abs(cisd(P, reference=hf).energy - cisd(H).energy) < 1e-9
     with pytest.raises(ConfigError, match="permutation"):

@@ -1,7 +1,7 @@
 import torch
 
 from hamiltonians import from_pyscf
-from hamiltonians.cisd import cisd
+from hamiltonians.ci import cisd
 from nnqs.driver import exact_variational_energy
 from nnqs.pretrain import fidelity, pretrain_to_state
 from nnqs.tokens import occupations_to_tokens
