@@ -124,6 +124,13 @@ def hf_occupation(n_orbitals: int, n_alpha: int, n_beta: int) -> torch.Tensor:
     return occ
 
 
+def occupations_in_order(occ: torch.Tensor, order: list[int]) -> torch.Tensor:
+    """Occupations ``[D, 2N]`` over the original orbitals -> over positions, where position ``i``
+    holds original spatial orbital ``order[i]`` (spin orbitals ``2i``, ``2i + 1`` follow it)."""
+    spatial = torch.as_tensor(list(order), dtype=torch.long, device=occ.device)
+    return occ[:, torch.stack((2 * spatial, 2 * spatial + 1), dim=1).reshape(-1)]
+
+
 def n_determinants(n_orbitals: int, n_alpha: int, n_beta: int) -> int:
     """Size of the valid space, ``C(N, n_alpha) * C(N, n_beta)``."""
     return math.comb(n_orbitals, n_alpha) * math.comb(n_orbitals, n_beta)

@@ -60,13 +60,13 @@ def start_state(system: System, optim) -> CIState:
     """The CI wavefunction that ``optim.pretrain`` (``"cisd"``, ``"casci"`` or ``"best_ci"``) fits."""
     H = system.hamiltonian
     states = {}
-    if optim.pretrain in ("cisd", "best_ci"):
-        states["CISD"] = cisd(H, reference=system.hf_occupation)
-    if optim.pretrain in ("casci", "best_ci"):
+    if optim.pretrain in ("casci", "best_ci"):  # first: a window that does not fit fails fast
         try:
             states["CASCI(%d, %d)" % tuple(optim.pretrain_cas)] = casci(H, *optim.pretrain_cas, order=system.order)
         except ValueError as error:
             raise ConfigError(f"[optim] pretrain_cas: {error}") from None
+    if optim.pretrain in ("cisd", "best_ci"):
+        states["CISD"] = cisd(H, reference=system.hf_occupation)
     for name, state in states.items():
         log.info("%s: E = %.8f over %d determinants", name, state.energy, state.dets.shape[0])
     name = min(states, key=lambda k: states[k].energy)

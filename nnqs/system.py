@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from hamiltonians import MolecularHamiltonian, read_fcidump, reference_energies
+from hamiltonians.determinants import hf_occupation, occupations_in_order
 from nnqs.runconfig import ConfigError, MoleculeConfig
 from nnqs.tokens import occupations_to_tokens
 
@@ -43,11 +44,7 @@ class System:
 
 def hf_occupation_in_order(order: list[int], n_alpha: int, n_beta: int) -> torch.Tensor:
     """HF occupation ``[2N]`` when position ``i`` holds original orbital ``order[i]``."""
-    original = torch.as_tensor(order)
-    occ = torch.zeros(2 * len(order), dtype=torch.uint8)
-    occ[0::2] = (original < n_alpha).to(torch.uint8)
-    occ[1::2] = (original < n_beta).to(torch.uint8)
-    return occ
+    return occupations_in_order(hf_occupation(len(order), n_alpha, n_beta)[None], order)[0]
 
 
 def permute_orbitals(H: MolecularHamiltonian, order: list[int]) -> MolecularHamiltonian:

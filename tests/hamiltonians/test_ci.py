@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from hamiltonians.ci import casci, cisd, subspace_state
+from hamiltonians.determinants import occupations_in_order
 from hamiltonians.exact import ground_state_energy, hamiltonian_matrix
 from tests.hamiltonians.conftest import GEOMETRIES
 
@@ -68,8 +69,8 @@ def test_casci_follows_the_orbital_order(molecules):
     assert abs(plain.energy - permuted.energy) < 1e-10
     assert torch.equal(permuted.dets[0], hf_occupation_in_order(order, H.n_alpha, H.n_beta))
     # The same determinants, moved to the new positions; |c| is unchanged (signs follow the order).
-    index = torch.stack((2 * torch.tensor(order), 2 * torch.tensor(order) + 1), 1).reshape(-1)
-    moved = {tuple(d[index].tolist()): abs(float(c)) for d, c in zip(plain.dets, plain.coefficients)}
+    moved = {tuple(d.tolist()): abs(float(c))
+             for d, c in zip(occupations_in_order(plain.dets, order), plain.coefficients)}
     for d, c in zip(permuted.dets, permuted.coefficients):
         assert abs(moved[tuple(d.tolist())] - abs(float(c))) < 1e-9
 
