@@ -52,6 +52,7 @@ class KVCache:
         self.n_alpha = torch.zeros(batch, dtype=torch.long, device=device)
         self.n_beta = torch.zeros(batch, dtype=torch.long, device=device)
         self.position = 0
+        self.max_rows: int | None = None  # cap on growth headroom (see :meth:`reserve`)
 
     # ----------------------------------------------------------------------------- properties
     @property
@@ -111,13 +112,15 @@ class KVCache:
     def advance(self) -> None:
         self.position += 1
 
-    def reserve(self, rows: int) -> None:
-        """Make room for ``rows`` rows, so that reorders up to that batch never reallocate.
+    def reserve(self, rows: int, *, max_rows: int | None = None) -> None:
+        """Make room for ``rows`` rows, so that reorders up to that batch never reallocate; with
+        ``max_rows``, a growing reorder never allocates more than ``max(batch, max_rows)`` rows.
 
         On the CPU, rows that are never written are never touched, so a generous reservation
         costs address space rather than memory; on CUDA it is real memory. Written rows and
         positions are kept; ``batch`` does not change.
         """
+        self.max_rows = max_rows
         if rows > self.capacity:
             self._k, self._v = self._allocate(rows, self.batch)
             self.k, self.v = self._k[:, : self.batch], self._v[:, : self.batch]
@@ -168,7 +171,10 @@ class KVCache:
         pos = self.position
         rest = index[keep:]
         if new_batch > self.capacity:
-            k, v = self._allocate(max(new_batch, int(self.GROWTH * self.capacity)), keep)
+            headroom = int(self.GROWTH * self.capacity)
+            if self.max_rows is not None:
+                headroom = min(headroom, self.max_rows)
+            k, v = self._allocate(max(new_batch, headroom), keep)
         else:
             k, v = self._k, self._v
         if pos and rest.numel():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from samplers.protocol import AutoregressiveModel, SampleBatch
@@ -11,7 +13,7 @@ from samplers.tree import model_device, rows_for_budget, walk_tree
 class CachedDecoder:
     """One ``decode_step`` per depth; the cache follows the tree through ``reorder``."""
 
-    RESERVE_BYTES = 1 << 28  # allocate up to this much cache once for the largest possible frontier
+    RESERVE_BYTES = 1 << 28  # on the CPU, allocate up to this much cache once for the largest frontier
 
     def __init__(self, model: AutoregressiveModel) -> None:
         self.model = model
@@ -20,12 +22,15 @@ class CachedDecoder:
     def resume(self, prefix: torch.Tensor, max_rows: int | float) -> None:
         # Rebuild the cache up to position L (a chunk resumed from the stack, or the root).
         self.cache = self.model.init_cache(prefix.shape[0])
-        # Growing the cache step by step copies (and on the CPU page-faults) it several times;
-        # when the frontier's bound is small enough, allocate it once instead.
         reserve = getattr(self.cache, "reserve", None)  # optional in DecodeCache
         if reserve is not None:
-            per_row = max(self.cache.nbytes // prefix.shape[0], 1)
-            reserve(int(min(max_rows, self.RESERVE_BYTES // per_row)))
+            # On the CPU, growing the cache step by step copies and page-faults it several times,
+            # while rows reserved but never reached cost no memory: allocate once for the bound.
+            # On CUDA reserved rows are real memory, so the cache grows; in both, never past it.
+            rows = 0
+            if prefix.device.type == "cpu":
+                rows = int(min(max_rows, self.RESERVE_BYTES // max(self.cache.nbytes // prefix.shape[0], 1)))
+            reserve(rows, max_rows=None if max_rows == math.inf else int(max_rows))
         for i in range(prefix.shape[1]):
             self.model.decode_step(prefix[:, i - 1] if i else None, self.cache)
 

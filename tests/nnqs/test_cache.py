@@ -143,3 +143,16 @@ def test_reserve_keeps_written_rows_and_later_growth_reuses_the_buffers():
     assert torch.equal(cache.v[:, :, :, :2], old_v[:, index, :, :2])
     cache.reserve(4)  # smaller than the capacity: nothing happens
     assert cache.capacity == 8 and cache.k.untyped_storage().data_ptr() == storage
+
+
+def test_growth_headroom_never_passes_max_rows():
+    cache = KVCache(1, 8, 1, 3, 2, dtype=torch.float64)
+    cache.position = 1
+    cache.reorder(torch.arange(9) % 8)  # 9 > 8 rows: 25% headroom
+    assert cache.capacity == 10
+    capped = KVCache(1, 8, 1, 3, 2, dtype=torch.float64)
+    capped.position = 1
+    capped.reserve(0, max_rows=9)  # reserves nothing, caps growth
+    assert capped.capacity == 8
+    capped.reorder(torch.arange(9) % 8)
+    assert capped.capacity == 9 and capped.allocated_nbytes == capped.nbytes

@@ -5,6 +5,7 @@ import pytest
 import scipy.stats
 import torch
 
+from nnqs.cache import KVCache
 from samplers import bas, exact, naive
 from samplers.protocol import AutoregressiveModel
 from tests.models import make_model
@@ -109,6 +110,10 @@ def test_1e12_samples_without_overflow():
     batch = bas.sample(model, 10**12, generator=torch.Generator().manual_seed(0))
     assert int(batch.counts.sum()) == 10**12
     assert (batch.counts > 0).all()
+    # No useful bound from n_samples: the cache reserves RESERVE_BYTES and grows past it if needed.
+    stats = batch.stats
+    assert stats["peak_allocated_bytes"] <= KVCache.GROWTH * max(bas.CachedDecoder.RESERVE_BYTES,
+                                                                 stats["peak_state_bytes"])
     # Almost every configuration of non-negligible probability is seen.
     with torch.no_grad():
         assert float(model.log_prob(batch.tokens).exp().sum()) > 0.999
