@@ -59,6 +59,8 @@ def permute_orbitals(H: MolecularHamiltonian, order: list[int]) -> MolecularHami
     h1 = H.h1[p][:, p]
     eri = H.eri[p][:, p][:, :, p][:, :, :, p]
     source = dict(H.source, orbital_order=list(order))
+    if "orbsym" in source:  # an FCIDUMP's per-orbital symmetry labels move with the orbitals
+        source["orbsym"] = [source["orbsym"][i] for i in order]
     return MolecularHamiltonian(n, H.n_alpha, H.n_beta, H.constant, h1, eri, source=source)
 
 

@@ -231,3 +231,18 @@ def test_orbital_order_permutes_integrals_not_energies(order):
     assert abs(cisd(P, reference=hf).energy - cisd(H).energy) < 1e-9
     with pytest.raises(ConfigError, match="permutation"):
         build_system(MoleculeConfig(**lih, orbital_order=(0, 0, 1, 2, 3, 4)), references=False)
+
+
+def test_orbital_order_moves_fcidump_orbital_symmetries(tmp_path):
+    """A permuted FCIDUMP run saves its integrals with ORBSYM in the new order."""
+    from hamiltonians import read_fcidump
+    from nnqs.runconfig import MoleculeConfig
+    from nnqs.system import build_system
+
+    H = from_pyscf("Li 0 0 0; H 0 0 1.5949", "sto-3g")
+    source = tmp_path / "lih.fcidump"
+    write_fcidump(H, source, orbsym=[1, 1, 1, 2, 3, 1])
+    system = build_system(MoleculeConfig(fcidump=str(source), orbital_order="reversed"), references=False)
+    saved = tmp_path / "saved.fcidump"
+    write_fcidump(system.hamiltonian, saved)
+    assert read_fcidump(saved).source["orbsym"] == [1, 3, 2, 1, 1, 1]
