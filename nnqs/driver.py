@@ -22,7 +22,7 @@ from nnqs.model import TransformerWavefunction
 from nnqs.pretrain import pretrain_hf, pretrain_to_state
 from nnqs.report import MetricsLog, plot_convergence
 from nnqs.runconfig import ConfigError, RunConfig
-from nnqs.system import System, build_system
+from nnqs.system import System, build_system, system_in_order
 from nnqs.tokens import occupations_to_tokens
 from nnqs.vmc import Trainer, estimate_energy, local_energies
 
@@ -91,8 +91,12 @@ def run_system(config: RunConfig, out: Path, *, reuse: bool, save: bool = True, 
     file exists, otherwise built from the config (and, with ``save``, saved there atomically)."""
     if config.run.threads:
         torch.set_num_threads(config.run.threads)  # PySCF's OpenMP follows it
-    system = build_system(config.molecule, references=references)
     path = out / HAMILTONIAN_FILE
+    source = config.molecule.fcidump
+    if reuse and path.exists() and source and not Path(source).exists():
+        log.warning("%s is gone: resuming from the integrals saved in %s", source, path)
+        return system_in_order(config.molecule, read_fcidump(path), references=references)
+    system = build_system(config.molecule, references=references)
     if reuse and path.exists():
         saved = read_fcidump(path)
         _check_same_system(saved, system, path)

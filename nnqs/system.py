@@ -42,6 +42,21 @@ class System:
         return occupations_to_tokens(self.hf_occupation[None].long())
 
 
+def system_in_order(config: MoleculeConfig, H: MolecularHamiltonian, *, references: bool = True,
+                    fci_max_determinants: int = 10**7) -> System:
+    """The :class:`System` of integrals ``H`` already in ``config``'s autoregressive order (a
+    run's saved integrals); the references are computed in the original order, where the lowest
+    orbitals form the HF determinant."""
+    order = resolve_order(config.orbital_order, H.n_orbitals)
+    refs: dict = {}
+    if references:
+        original = H
+        if order != list(range(H.n_orbitals)):
+            original = permute_orbitals(H, sorted(range(H.n_orbitals), key=order.__getitem__))
+        refs = reference_energies(original, fci_max_determinants=fci_max_determinants)
+    return System(H, order, refs)
+
+
 def hf_occupation_in_order(order: list[int], n_alpha: int, n_beta: int) -> torch.Tensor:
     """HF occupation ``[2N]`` when position ``i`` holds original orbital ``order[i]``."""
     return occupations_in_order(hf_occupation(len(order), n_alpha, n_beta)[None], order)[0]

@@ -246,3 +246,19 @@ def test_orbital_order_moves_fcidump_orbital_symmetries(tmp_path):
     saved = tmp_path / "saved.fcidump"
     write_fcidump(system.hamiltonian, saved)
     assert read_fcidump(saved).source["orbsym"] == [1, 3, 2, 1, 1, 1]
+
+
+def test_fcidump_run_resumes_after_its_source_is_gone(tmp_path):
+    """The run folder's saved integrals (here in reversed order) stand in for a moved FCIDUMP:
+    the resumed run equals the uninterrupted one, references included."""
+    source = tmp_path / "lih.fcidump"
+    write_fcidump(from_pyscf("Li 0 0 0; H 0 0 1.5949", "sto-3g"), source)
+    config = config_from_dict({**TINY, "molecule": {"name": "lih", "fcidump": str(source),
+                                                    "orbital_order": "reversed"}})
+    full = run(config, tmp_path / "full", progress=False)
+    run(config, tmp_path / "split", stop_after=3, progress=False)
+    source.unlink()
+    resumed = run(config, tmp_path / "split", resume=True, progress=False)
+    assert resumed["energy"] == full["energy"] and resumed["n_unique"] == full["n_unique"]
+    for key in ("hf", "fci"):
+        assert resumed["references"][key] == pytest.approx(full["references"][key], abs=1e-9)
