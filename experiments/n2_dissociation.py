@@ -6,6 +6,7 @@ trained network (a warm start). Writes ``dissociation.json`` and ``dissociation.
 ``--out`` and one ``nnqs run`` output folder per geometry.
 
     python experiments/n2_dissociation.py --out runs/n2_dissociation [--steps 400 --adamw-steps 200] [--points 8]
+        [--pretrain cisd_cas --cas 6 6] [--start 0.8 --stop 2.5]
 """
 
 from __future__ import annotations
@@ -71,20 +72,35 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--steps", type=int, default=None, help="VMC steps per geometry (default: the config's)")
     parser.add_argument("--adamw-steps", type=int, default=None,
                         help="of those, AdamW steps before minSR (default: the config's; needs method = 'minsr')")
+    parser.add_argument("--pretrain", default=None,
+                        help="the start (default: the config's); 'cisd_cas' fits the CISD + CAS(--cas) state")
+    parser.add_argument("--cas", type=int, nargs=2, default=None, metavar=("ELECTRONS", "ORBITALS"),
+                        help="active space of --pretrain casci / cisd_cas (N2: 6 6, the triple bond)")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--replot", action="store_true", help="only redraw the plot from OUT/dissociation.json")
+    parser.add_argument("--merge", nargs="+", default=None, metavar="DIR",
+                        help="join the curves in DIR/dissociation.json (e.g. two halves run in parallel, "
+                             "each a warm-start chain) into OUT/dissociation.json and its plot")
     args = parser.parse_args(argv)
     out = Path(args.out)
     if args.replot:
         rows = json.loads((out / "dissociation.json").read_text())["points"]
         plot(out / "dissociation.png", rows)
         return rows
+    if args.merge:
+        parts = [json.loads((Path(d) / "dissociation.json").read_text()) for d in args.merge]
+        rows = sorted((row for part in parts for row in part["points"]), key=lambda row: row["bond_length"])
+        write_json(out / "dissociation.json", {"config": parts[0]["config"], "points": rows,
+                                               "merged_from": [str(d) for d in args.merge]})
+        plot(out / "dissociation.png", rows)
+        return rows
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     base = load_config(args.config)
-    steps = {"steps": args.steps, "adamw_steps": args.adamw_steps}
+    overrides = {"steps": args.steps, "adamw_steps": args.adamw_steps, "pretrain": args.pretrain,
+                 "pretrain_cas": tuple(args.cas) if args.cas else None}
     try:
-        base = replace(base, optim=replace(base.optim, **{k: v for k, v in steps.items() if v is not None}))
+        base = replace(base, optim=replace(base.optim, **{k: v for k, v in overrides.items() if v is not None}))
     except ConfigError as error:
         parser.error(str(error))
     rows, previous = [], None

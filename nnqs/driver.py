@@ -15,7 +15,7 @@ import torch
 from tqdm.auto import tqdm
 
 from hamiltonians import enumerate_determinants, read_fcidump, write_fcidump
-from hamiltonians.ci import CIState, casci, cisd
+from hamiltonians.ci import CIState, casci, cisd, cisd_cas
 from nnqs.config import WavefunctionConfig
 from nnqs.io import load_checkpoint, save_checkpoint, write_json
 from nnqs.model import TransformerWavefunction
@@ -57,22 +57,15 @@ def exact_variational_energy(model: TransformerWavefunction, H) -> float:
 
 
 def start_state(system: System, optim) -> CIState:
-    """The CI wavefunction that ``optim.pretrain`` (``"cisd"``, ``"casci"`` or ``"best_ci"``) fits."""
+    """The CI wavefunction that ``optim.pretrain`` (``"cisd"``, ``"casci"`` or ``"cisd_cas"``) fits."""
     H = system.hamiltonian
-    states = {}
-    if optim.pretrain in ("casci", "best_ci"):  # first: a window that does not fit fails fast
-        try:
-            states["CASCI(%d, %d)" % tuple(optim.pretrain_cas)] = casci(H, *optim.pretrain_cas, order=system.order)
-        except ValueError as error:
-            raise ConfigError(f"[optim] pretrain_cas: {error}") from None
-    if optim.pretrain in ("cisd", "best_ci"):
-        states["CISD"] = cisd(H, reference=system.hf_occupation)
-    for name, state in states.items():
-        log.info("%s: E = %.8f over %d determinants", name, state.energy, state.dets.shape[0])
-    name = min(states, key=lambda k: states[k].energy)
-    if len(states) > 1:
-        log.info("starting from %s, the lower energy", name)
-    return states[name]
+    if optim.pretrain == "cisd":
+        return cisd(H, reference=system.hf_occupation)
+    build = casci if optim.pretrain == "casci" else cisd_cas
+    try:
+        return build(H, *optim.pretrain_cas, order=system.order)
+    except ValueError as error:
+        raise ConfigError(f"[optim] pretrain_cas: {error}") from None
 
 
 def pretrain(model: TransformerWavefunction, system, optim) -> None:
@@ -83,7 +76,8 @@ def pretrain(model: TransformerWavefunction, system, optim) -> None:
         state = start_state(system, optim)
         tokens = occupations_to_tokens(state.dets.long())
         value = pretrain_to_state(model, tokens, state.coefficients, steps=optim.pretrain_steps)
-        log.info("CI start: E = %.8f, fidelity %.5f", state.energy, value)
+        log.info("%s start: E = %.8f over %d determinants, fidelity %.5f", optim.pretrain, state.energy,
+                 state.dets.shape[0], value)
 
 
 def run_system(config: RunConfig, out: Path, *, reuse: bool, save: bool = True, references: bool = True) -> System:

@@ -124,13 +124,14 @@ class OptimConfig:
         adamw_lr: the peak learning rate of that AdamW phase. The NaN guard's halving of the
             learning rate carries over from one phase to the next.
         pretrain: the supervised start: ``"cisd"`` (fit the CISD wavefunction, signs included;
-            see :mod:`nnqs.pretrain`), ``"casci"`` (fit the CASCI(``pretrain_cas``) one: for
-            stretched bonds, where HF carries little weight), ``"best_ci"`` (whichever of the two
-            has the lower energy), ``"hf"`` (train ``-log p(HF)`` until ``p(HF)`` reaches
-            ``pretrain_hf``) or ``"none"``.
+            see :mod:`nnqs.pretrain`), ``"casci"`` (the CASCI(``pretrain_cas``) one),
+            ``"cisd_cas"`` (the ground state in the union of both spaces: for stretched bonds,
+            where HF carries little weight and CISD fails; see :mod:`hamiltonians.ci`),
+            ``"hf"`` (train ``-log p(HF)`` until ``p(HF)`` reaches ``pretrain_hf``) or ``"none"``.
         pretrain_hf: the ``p(HF)`` target of ``pretrain = "hf"``.
         pretrain_cas: ``[n_electrons, n_orbitals]``, the active space of ``"casci"`` and
-            ``"best_ci"`` (around the Fermi level, see :func:`hamiltonians.ci.casci`).
+            ``"cisd_cas"`` (around the Fermi level in energy-ordered orbitals, see
+            :func:`hamiltonians.ci.cas_determinants`).
         pretrain_steps: at most this many Adam steps of the CI fit.
         local_energy: ``"exact"`` (every connected configuration) or ``"sampled"``.
         weights: ``"counts"`` (``c_u / n_samples``) or ``"psi2"`` (``|psi|^2`` renormalised
@@ -170,10 +171,10 @@ class OptimConfig:
             raise ConfigError("[optim] adamw_steps is the AdamW phase before minSR: it needs method = 'minsr'")
         if self.weights not in ("counts", "psi2"):
             raise ConfigError(f"[optim] weights must be 'counts' or 'psi2', got {self.weights!r}")
-        if self.pretrain not in ("cisd", "casci", "best_ci", "hf", "none"):
-            raise ConfigError("[optim] pretrain must be 'cisd', 'casci', 'best_ci', 'hf' or 'none', "
+        if self.pretrain not in ("cisd", "casci", "cisd_cas", "hf", "none"):
+            raise ConfigError("[optim] pretrain must be 'cisd', 'casci', 'cisd_cas', 'hf' or 'none', "
                               f"got {self.pretrain!r}")
-        if self.pretrain in ("casci", "best_ci") and (
+        if self.pretrain in ("casci", "cisd_cas") and (
                 len(self.pretrain_cas) != 2 or not all(type(x) is int and x >= 1 for x in self.pretrain_cas)):
             raise ConfigError(f"[optim] pretrain = {self.pretrain!r} needs pretrain_cas = [n_electrons, n_orbitals] "
                               f"(two positive integers), got {list(self.pretrain_cas)}")

@@ -35,3 +35,16 @@ def test_adamw_steps_needs_the_minsr_method(tmp_path, capsys):
     assert exit_info.value.code == 2
     assert "adamw_steps" in capsys.readouterr().err
     assert not (tmp_path / "dissociation.json").exists()
+
+
+def test_halves_run_apart_merge_into_one_curve(tmp_path):
+    h2 = Path(__file__).resolve().parents[2] / "experiments" / "configs" / "h2.toml"
+    for name, r in (("a", "1.0"), ("b", "1.2")):
+        n2_dissociation.main(["--config", str(h2), "--out", str(tmp_path / name), "--points", "1", "--start", r,
+                              "--stop", r, "--steps", "2", "--pretrain", "cisd_cas", "--cas", "6", "6",
+                              "--no-progress"])
+    rows = n2_dissociation.main(["--out", str(tmp_path / "all"), "--merge", str(tmp_path / "b"), str(tmp_path / "a")])
+    data = json.loads((tmp_path / "all" / "dissociation.json").read_text())
+    assert [p["bond_length"] for p in data["points"]] == [1.0, 1.2] and data["points"] == rows
+    assert data["config"]["optim"]["pretrain"] == "cisd_cas" and data["config"]["optim"]["pretrain_cas"] == [6, 6]
+    assert (tmp_path / "all" / "dissociation.png").exists()

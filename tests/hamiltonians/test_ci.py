@@ -85,3 +85,17 @@ def test_bad_active_spaces(molecules):
         casci(H, 4, 6)
     with pytest.raises(ValueError, match="reference determinant"):
         subspace_state(H, H.hf_occupation()[None].cpu(), torch.zeros(14, dtype=torch.uint8))
+
+
+def test_cisd_cas_space_is_the_union_of_both(molecules):
+    from hamiltonians.ci import cisd_cas
+
+    H = molecules("H2O")
+    union, sd, cas = cisd_cas(H, 4, 4), cisd(H), casci(H, 4, 4)
+    as_set = lambda dets: {tuple(d.tolist()) for d in dets}  # noqa: E731
+    assert as_set(union.dets) == as_set(sd.dets) | as_set(cas.dets)
+    assert len(as_set(union.dets)) > max(len(sd.dets), len(cas.dets))
+    assert union.energy < min(sd.energy, cas.energy)
+    matrix, _ = hamiltonian_matrix(H, union.dets)
+    c = union.coefficients.numpy()
+    np.testing.assert_allclose(matrix @ c, union.energy * c, atol=1e-9)
