@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import platform
 import sys
 import time
 
@@ -31,7 +30,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from experiments.benchutil import PeakMemory, timed  # noqa: E402
+from experiments.benchutil import PeakMemory, cpu_model_name, timed  # noqa: E402
 from hamiltonians import from_pyscf, local_energy  # noqa: E402
 from nnqs.io import write_json  # noqa: E402
 from hamiltonians.determinants import pack_occupations  # noqa: E402
@@ -194,7 +193,7 @@ def main(argv=None):
         results.append(bench_system(name, spec, device=device, repeats=1 if args.quick else 3, **plan[name]))
     meta = {
         "device": str(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
-        "cpu": platform.processor() or platform.machine(), "quick": args.quick,
+        "cpu": cpu_model_name(), "quick": args.quick,
         "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "memory_note": "CUDA: max_memory_allocated; CPU: rise of peak RSS (VmHWM) over RSS before",
         "target": ">= 50x the per-determinant reference on N2 STO-3G",

@@ -28,7 +28,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from experiments.benchutil import best_of  # noqa: E402
+from experiments.benchutil import best_of, cpu_model_name  # noqa: E402
 from nnqs import TransformerWavefunction, WavefunctionConfig  # noqa: E402
 from nnqs.io import write_json  # noqa: E402
 from nnqs.sr import log_psi_jacobian, minsr_direction, minsr_direction_reference  # noqa: E402
@@ -71,7 +71,7 @@ def main(argv=None) -> list[dict]:
     for r in rows:
         print(f"{r['n_samples']:6d} {r['n_parameters']:7d} {r['jacobian_seconds']:11.2f} {r['solve_seconds']:8.2f} "
               f"{r['reference_solve_seconds']:8.2f} {r['speedup']:8.2f} {r['max_abs_difference']:11.1e}")
-    meta = {"torch": torch.__version__, "cpu": platform.processor() or platform.machine(),
+    meta = {"torch": torch.__version__, "cpu": cpu_model_name(),
             "threads": torch.get_num_threads(), "python": platform.python_version()}
     write_json(args.out, {"meta": meta, "results": rows})
     return rows

@@ -44,7 +44,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from experiments.benchutil import LONG_RUN_S, best_of  # noqa: E402
+from experiments.benchutil import LONG_RUN_S, best_of, cpu_model_name  # noqa: E402
 from nnqs import TransformerWavefunction, WavefunctionConfig  # noqa: E402
 from nnqs.io import atomic_write, write_json  # noqa: E402
 from samplers import bas, naive  # noqa: E402
@@ -63,17 +63,6 @@ NAIVE_DESCRIPTION = (
 
 
 # ----------------------------------------------------------------------------- helpers
-def cpu_model_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def electrons_for(n: int, frontier: int) -> int:
     """Electrons per spin: about quarter filling (N//4), more if the valid space is too small
     to hold 4x the target frontier."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import platform
 import time
 
 import torch
@@ -47,6 +48,18 @@ class PeakMemory:
         elif self.base is not None:
             self.peak = self._status("VmHWM") - self.base
         return False
+
+
+def cpu_model_name() -> str:
+    """The CPU's model name from ``/proc/cpuinfo`` (``platform`` as a fallback)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def timed(device: torch.device, fn):

@@ -43,7 +43,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from experiments.bench_sampling import build_model, calibrate, cpu_model_name, electrons_for, generator  # noqa: E402
+from experiments.bench_sampling import build_model, calibrate, electrons_for, generator  # noqa: E402
+from experiments.benchutil import cpu_model_name  # noqa: E402
 from nnqs.io import write_json  # noqa: E402
 from samplers import bas, naive  # noqa: E402
 
@@ -52,6 +53,8 @@ SDPA = F.scaled_dot_product_attention
 
 
 def best_time(fn, repeats: int) -> float:
+    """Best wall time of ``repeats`` calls (no peak-memory probe: the replayed calls take
+    microseconds, and ``benchutil.best_of``'s per-call ``/proc`` reads would dominate them)."""
     best = float("inf")
     for _ in range(repeats):
         t = time.perf_counter()

@@ -45,16 +45,11 @@ class System:
 def system_in_order(config: MoleculeConfig, H: MolecularHamiltonian, *, references: bool = True,
                     fci_max_determinants: int = 10**7) -> System:
     """The :class:`System` of integrals ``H`` already in ``config``'s autoregressive order (a
-    run's saved integrals); the references are computed in the original order, where the lowest
-    orbitals form the HF determinant."""
+    run's saved integrals): the order is undone, and the system rebuilt as :func:`build_system`
+    does from the original integrals (references there, where the lowest orbitals are HF)."""
     order = resolve_order(config.orbital_order, H.n_orbitals)
-    refs: dict = {}
-    if references:
-        original = H
-        if order != list(range(H.n_orbitals)):
-            original = permute_orbitals(H, sorted(range(H.n_orbitals), key=order.__getitem__))
-        refs = reference_energies(original, fci_max_determinants=fci_max_determinants)
-    return System(H, order, refs)
+    original = permute_orbitals(H, sorted(range(H.n_orbitals), key=order.__getitem__))
+    return _ordered_system(config, original, references, fci_max_determinants)
 
 
 def hf_occupation_in_order(order: list[int], n_alpha: int, n_beta: int) -> torch.Tensor:
@@ -117,6 +112,12 @@ def build_system(config: MoleculeConfig, *, references: bool = True, fci_max_det
                 raise ConfigError(f"[molecule] cannot build {config.geometry!r}/{config.basis}: {message}") from None
         for w in caught:
             log.warning("PySCF: %s", w.message)
+    return _ordered_system(config, H, references, fci_max_determinants)
+
+
+def _ordered_system(config: MoleculeConfig, H: MolecularHamiltonian, references: bool,
+                    fci_max_determinants: int) -> System:
+    """References of the original integrals ``H``, then ``H`` moved into ``config``'s order."""
     refs: dict = {}
     if references:
         refs = reference_energies(H, fci_max_determinants=fci_max_determinants)
