@@ -6,7 +6,7 @@ measures, side by side in one run:
 
 * the batched kernel (``MolecularHamiltonian.connected_keys``): connected elements/s, samples/s;
 * the full exact-mode ``local_energy`` with a cheap analytic log psi (no network), and sampled mode;
-* the per-determinant Python reference (``hamiltonians.reference.connected_reference``) on a
+* the per-determinant Python reference (``hamiltonians.slater_condon_reference.connected_reference``) on a
   subset of the same samples;
 * peak memory: on CUDA ``torch.cuda.max_memory_allocated``; on CPU the rise of the process's
   peak RSS (``VmHWM``, reset through ``/proc/self/clear_refs``) over the resident size before.
@@ -32,9 +32,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from experiments.benchutil import PeakMemory, cpu_model_name, timed  # noqa: E402
 from hamiltonians import from_pyscf, local_energy  # noqa: E402
-from nnqs.io import write_json  # noqa: E402
+from nnqs.app.io import write_json  # noqa: E402
 from hamiltonians.determinants import pack_occupations  # noqa: E402
-from hamiltonians.reference import connected_reference  # noqa: E402
+from hamiltonians.slater_condon_reference import connected_reference  # noqa: E402
 
 logger = logging.getLogger("bench_local_energy")
 

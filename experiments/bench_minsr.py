@@ -4,9 +4,9 @@ For the N2/STO-3G network of ``experiments/configs/n2.toml`` (10 orbitals, (7, 7
 d_model 32, 4 layers, phase MLP 2 x 128) and U random valid configurations, this times side by
 side in one run:
 
-* ``nnqs.sr.log_psi_jacobian`` (per-sample ``d log psi / d theta`` by ``vmap(jacrev)``);
-* ``nnqs.sr.minsr_direction`` (each half of the Jacobian on its own nonzero columns);
-* ``nnqs.sr.minsr_direction_reference`` (the dense ``2U x 2U`` Gram matrix of the docstring),
+* ``nnqs.training.sr.log_psi_jacobian`` (per-sample ``d log psi / d theta`` by ``vmap(jacrev)``);
+* ``nnqs.training.sr.minsr_direction`` (each half of the Jacobian on its own nonzero columns);
+* ``nnqs.training.sr.minsr_direction_reference`` (the dense ``2U x 2U`` Gram matrix of the docstring),
 
 and checks that the two directions agree.
 
@@ -30,9 +30,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from experiments.benchutil import best_of, cpu_model_name  # noqa: E402
 from nnqs import TransformerWavefunction, WavefunctionConfig  # noqa: E402
-from nnqs.io import write_json  # noqa: E402
-from nnqs.sr import log_psi_jacobian, minsr_direction, minsr_direction_reference  # noqa: E402
-from nnqs.tokens import random_valid_tokens  # noqa: E402
+from nnqs.app.io import write_json  # noqa: E402
+from nnqs.training.sr import log_psi_jacobian, minsr_direction, minsr_direction_reference  # noqa: E402
+from nnqs.wavefunction.tokens import random_valid_tokens  # noqa: E402
 
 
 def measure(model, n_samples: int, repeats: int, seed: int) -> dict:

@@ -1,4 +1,4 @@
-"""Sampling benchmark: cached BAS (KV cache) against the uncached baseline (issue 4).
+"""Sampling benchmark: cached BAS (KV cache) against the uncached baseline.
 
 Random-weight Transformer wavefunctions (d_model 64, 4 layers, 4 heads; and one 256-wide model) for
 ``n_orbitals`` in {10, 20, 40, 80} and frontiers of about 1,000 and 10,000 unique prefixes. For each
@@ -13,7 +13,8 @@ point, side by side in one run and from the same seed:
 Both consume the random stream identically; the script asserts that their samples are identical.
 It reports wall time (CPU: ``time.perf_counter``, best of ``--repeats``; CUDA: CUDA events after
 warm-up), the ratio, decoded token-steps per second (frontier rows summed over depths / time),
-the peak cache bytes against ``2 * B * N * L * H_kv * d_head * bytes``, and peak memory (CUDA:
+the peak cache bytes against ``2 * B * N * L * H_kv * d_head * bytes``, the bytes the cache
+allocated (once per call, within the sampler's budget), and peak memory (CUDA:
 ``torch.cuda.max_memory_allocated``; CPU: the rise of the process's peak RSS).
 On CUDA it runs float32 and bfloat16 and gives the largest ``|delta p|`` of the conditionals
 against the float64 model on the sampled configurations.
@@ -46,7 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from experiments.benchutil import LONG_RUN_S, best_of, cpu_model_name  # noqa: E402
 from nnqs import TransformerWavefunction, WavefunctionConfig  # noqa: E402
-from nnqs.io import atomic_write, write_json  # noqa: E402
+from nnqs.app.io import atomic_write, write_json  # noqa: E402
 from samplers import bas, naive  # noqa: E402
 
 logger = logging.getLogger("bench_sampling")
@@ -131,7 +132,9 @@ def bench_point(model_name, n, frontier, *, dtype, device, repeats, seed, naive_
         "cached_peak_memory_bytes": cached_mem,
         "cache_bytes": stats["peak_state_bytes"], "cache_bytes_formula": formula,
         "cache_bytes_match_formula": stats["peak_state_bytes"] == formula,
-        "cache_allocated_bytes": stats.get("peak_allocated_bytes"),
+        "cache_allocated_bytes": stats["peak_allocated_bytes"],
+        "cache_budget_bytes": bas.DEFAULT_MAX_CACHE_BYTES,
+        "cache_within_budget": stats["peak_allocated_bytes"] <= bas.DEFAULT_MAX_CACHE_BYTES,
     })
     if naive_skip_reason:
         run.update({"naive_seconds": None, "naive_skipped": naive_skip_reason, "samples_identical": None})
@@ -176,7 +179,8 @@ def fit_exponents(results):
 # ----------------------------------------------------------------------------- output
 def print_table(results):
     head = (f"{'model':5s} {'dtype':8s} {'N':>3s} {'front':>6s} {'uniq':>6s} {'cached s':>9s} {'naive s':>9s} "
-            f"{'ratio':>7s} {'r/N':>5s} {'tok-steps/s c':>13s} {'tok-steps/s n':>13s} {'cache MiB':>9s} {'formula':>7s}")
+            f"{'ratio':>7s} {'r/N':>5s} {'tok-steps/s c':>13s} {'tok-steps/s n':>13s} {'cache MiB':>9s} {'formula':>7s} "
+            f"{'alloc MiB':>9s}")
     print(head)
     for r in results:
         naive_s = f"{r['naive_seconds']:9.3f}" if r.get("naive_seconds") else f"{'skipped':>9s}"
@@ -185,7 +189,8 @@ def print_table(results):
         ns = f"{r['naive_token_steps_per_s']:13.3e}" if r.get("naive_seconds") else f"{'-':>13s}"
         print(f"{r['model']:5s} {r['dtype']:8s} {r['n_orbitals']:3d} {r['target_frontier']:6d} {r['n_unique']:6d} "
               f"{r['cached_seconds']:9.3f} {naive_s} {ratio} {rn} {r['cached_token_steps_per_s']:13.3e} {ns} "
-              f"{r['cache_bytes'] / 2**20:9.1f} {'ok' if r['cache_bytes_match_formula'] else 'DIFF':>7s}")
+              f"{r['cache_bytes'] / 2**20:9.1f} {'ok' if r['cache_bytes_match_formula'] else 'DIFF':>7s} "
+              f"{r['cache_allocated_bytes'] / 2**20:9.1f}")
 
 
 def plot(results, path, title):

@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from experiments.bench_sampling import build_model, calibrate, electrons_for, generator  # noqa: E402
 from experiments.benchutil import cpu_model_name  # noqa: E402
-from nnqs.io import write_json  # noqa: E402
+from nnqs.app.io import write_json  # noqa: E402
 from samplers import bas, naive  # noqa: E402
 
 logger = logging.getLogger("decode_floor")

@@ -23,9 +23,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from nnqs.driver import run  # noqa: E402
-from nnqs.io import atomic_write, load_checkpoint, write_json  # noqa: E402
-from nnqs.runconfig import ConfigError, load_config  # noqa: E402
+from nnqs.app.run import run  # noqa: E402
+from nnqs.app.io import atomic_write, load_checkpoint, write_json  # noqa: E402
+from nnqs.app.runconfig import ConfigError, load_config  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parent / "configs" / "n2.toml"
 
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     overrides = {"steps": args.steps, "adamw_steps": args.adamw_steps, "pretrain": args.pretrain,
                  "pretrain_cas": tuple(args.cas) if args.cas else None}
     try:
-        base = replace(base, optim=replace(base.optim, **{k: v for k, v in overrides.items() if v is not None}))
+        base = base.replace("optim", **{k: v for k, v in overrides.items() if v is not None})
     except ConfigError as error:
         parser.error(str(error))
     rows, previous = [], None

@@ -131,6 +131,12 @@ def occupations_in_order(occ: torch.Tensor, order: list[int]) -> torch.Tensor:
     return occ[:, torch.stack((2 * spatial, 2 * spatial + 1), dim=1).reshape(-1)]
 
 
+def hf_occupation_in_order(order: list[int], n_alpha: int, n_beta: int) -> torch.Tensor:
+    """The HF occupation ``[2N]`` (lowest original orbitals occupied) when position ``i`` holds
+    original spatial orbital ``order[i]``."""
+    return occupations_in_order(hf_occupation(len(order), n_alpha, n_beta)[None], order)[0]
+
+
 def n_determinants(n_orbitals: int, n_alpha: int, n_beta: int) -> int:
     """Size of the valid space, ``C(N, n_alpha) * C(N, n_beta)``."""
     return math.comb(n_orbitals, n_alpha) * math.comb(n_orbitals, n_beta)

@@ -51,9 +51,6 @@ class LocalEnergyResult:
     n_unique: int = 0
     n_evaluated: int = 0
 
-    def __iter__(self):  # allows ``e_loc, mode = local_energy(...)``
-        return iter((self.e_loc, self.mode))
-
 
 def _eval_log_psi(fn: LogPsiFn, occ: torch.Tensor, psi_chunk: int) -> torch.Tensor:
     outs = []

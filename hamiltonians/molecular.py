@@ -185,22 +185,9 @@ class MolecularHamiltonian:
         xp = unpack_keys(keys, self.n_spin_orbitals, dtype=occ_t.dtype)
         return xp, vals, rows
 
-    def local_energy(self, occ, log_psi_fn=None, **kwargs):
-        """See :func:`hamiltonians.local_energy.local_energy` (``H`` is this object)."""
-        from hamiltonians.local_energy import local_energy
-
-        return local_energy(self, occ, log_psi_fn, **kwargs)
-
     def pack(self, occ: torch.Tensor) -> torch.Tensor:
         """Packed keys ``[B, W]`` of occupations ``[B, 2N]``."""
         return pack_occupations(as_occupation(occ, self.n_spin_orbitals))
-
-    # ----------------------------------------------------------------- I/O
-    def to_openfermion(self):
-        """An ``openfermion.InteractionOperator`` on ``2N`` qubits (needs openfermion)."""
-        from hamiltonians.openfermion_io import to_openfermion
-
-        return to_openfermion(self)
 
     def __repr__(self) -> str:
         return (
@@ -208,3 +195,25 @@ class MolecularHamiltonian:
             f"n_beta={self.n_beta}, constant={self.constant:.10f}, dtype={self.dtype}, "
             f"device={self.device}, source={self.source})"
         )
+
+
+def permute_orbitals(H: MolecularHamiltonian, order: list[int]) -> MolecularHamiltonian:
+    """The same Hamiltonian with spatial orbital ``order[i]`` moved to position ``i``.
+
+    ``h'[i, j] = h[order[i], order[j]]`` and ``(ij|kl)' = (order[i] order[j] | order[k] order[l])``
+    (chemists' notation). An FCIDUMP's per-orbital symmetry labels (``source["orbsym"]``) move
+    with the orbitals.
+
+    Raises:
+        ValueError: if ``order`` is not a permutation of ``0..N-1``.
+    """
+    n = H.n_orbitals
+    if sorted(order) != list(range(n)):
+        raise ValueError(f"orbital_order must be a permutation of 0..{n - 1}, got {list(order)}")
+    p = torch.as_tensor(order, device=H.h1.device)
+    h1 = H.h1[p][:, p]
+    eri = H.eri[p][:, p][:, :, p][:, :, :, p]
+    source = dict(H.source, orbital_order=list(order))
+    if "orbsym" in source:
+        source["orbsym"] = [source["orbsym"][i] for i in order]
+    return MolecularHamiltonian(n, H.n_alpha, H.n_beta, H.constant, h1, eri, source=source)

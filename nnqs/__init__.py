@@ -1,17 +1,15 @@
-"""nnqs: autoregressive Transformer neural-network quantum states for quantum chemistry."""
+"""nnqs: autoregressive Transformer neural-network quantum states for quantum chemistry.
 
-from nnqs.cache import CacheFullError, KVCache
-from nnqs.config import WavefunctionConfig
-from nnqs.model import TransformerWavefunction
-from nnqs.tokens import ElectronConstraint, occupations_to_tokens, tokens_to_occupations
+Three layers, each importing only the ones before it:
 
-__all__ = [
-    "CacheFullError",
-    "ElectronConstraint",
-    "KVCache",
-    "TransformerWavefunction",
-    "WavefunctionConfig",
-    "occupations_to_tokens",
-    "tokens_to_occupations",
-]
+* :mod:`nnqs.wavefunction`: tokens and the electron constraint, the KV cache, attention, the
+  Transformer wavefunction (its public names are re-exported here);
+* :mod:`nnqs.training`: estimators, the VMC trainer, minSR, supervised starts, analysis;
+* :mod:`nnqs.app`: the run configuration (TOML), the system, the run loop and the CLI.
+"""
+
+from nnqs import wavefunction
+from nnqs.wavefunction import *  # noqa: F401,F403  (the wavefunction's public names)
+
+__all__ = list(wavefunction.__all__)
 __version__ = "0.1.0"

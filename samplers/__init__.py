@@ -1,6 +1,10 @@
-"""Autoregressive samplers. They know a model only through :mod:`samplers.protocol`."""
+"""Autoregressive samplers. They know a model only through :mod:`samplers.protocol`.
 
-from samplers.adaptive import UniqueWindow
-from samplers.protocol import AutoregressiveModel, SampleBatch
+``samplers.bas.sample`` (cached BAS), ``samplers.naive.sample`` (the uncached baseline, same
+samples for the same seed) and ``samplers.exact.enumerate_support`` (every configuration with
+its probability, for small systems).
+"""
 
-__all__ = ["AutoregressiveModel", "SampleBatch", "UniqueWindow"]
+from samplers.protocol import AutoregressiveModel, DecodeCache, SampleBatch
+
+__all__ = ["AutoregressiveModel", "DecodeCache", "SampleBatch"]

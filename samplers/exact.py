@@ -10,11 +10,10 @@ from __future__ import annotations
 import torch
 
 from samplers.protocol import AutoregressiveModel
-from samplers.tree import model_device
 
 
 @torch.no_grad()
-def enumerate(model: AutoregressiveModel, max_configurations: int = 1_000_000) -> tuple[torch.Tensor, torch.Tensor]:
+def enumerate_support(model: AutoregressiveModel, max_configurations: int = 1_000_000) -> tuple[torch.Tensor, torch.Tensor]:
     """Every configuration with ``p(x) > 0`` and its probability.
 
     Returns:
@@ -23,7 +22,7 @@ def enumerate(model: AutoregressiveModel, max_configurations: int = 1_000_000) -
     Raises:
         ValueError: if the support grows past ``max_configurations``.
     """
-    device = model_device(model)
+    device = model.device
     prefix = torch.zeros(1, 0, dtype=torch.long, device=device)
     log_p = torch.zeros(1, dtype=torch.float64, device=device)
     for _ in range(model.n_orbitals):

@@ -1,4 +1,4 @@
-"""What a sampler needs from a model, and what it returns (DESIGN.md §3-4).
+"""What a sampler needs from a model, and what it returns (DESIGN §3-4).
 
 Samplers know a model only through :class:`AutoregressiveModel`; they never import ``nnqs``.
 Shapes are batch first; tokens take values 0 (empty), 1 (alpha), 2 (beta), 3 (double).
@@ -7,36 +7,43 @@ Shapes are batch first; tokens take values 0 (empty), 1 (alpha), 2 (beta), 3 (do
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 import torch
 
 
-@runtime_checkable
 class DecodeCache(Protocol):
-    """The per-row decoding state of a model (for example ``nnqs.cache.KVCache``).
-
-    A cache may also offer ``reserve(rows)`` (room for ``rows`` rows without reallocating);
-    the cached sampler calls it when it knows a bound on the frontier.
-    """
+    """The per-row decoding state of a model (for example ``nnqs.KVCache``), allocated once
+    for ``capacity`` rows; ``batch`` of them are live."""
 
     position: int
+    batch: int
 
     @property
-    def batch(self) -> int: ...
+    def capacity(self) -> int: ...
 
     @property
-    def nbytes(self) -> int: ...
+    def nbytes(self) -> int:
+        """Bytes of the live rows' state."""
 
-    def reorder(self, index: torch.Tensor) -> None:
-        """New row ``i`` := old row ``index[i]`` (prunes, duplicates, permutes; may change B)."""
+    @property
+    def allocated_nbytes(self) -> int:
+        """Bytes allocated (``capacity`` rows)."""
+
+    def reset(self, batch: int) -> None:
+        """Empty the cache for ``batch <= capacity`` rows, at position 0."""
+
+    def reorder(self, index: torch.Tensor, *, keep: int | None = None) -> None:
+        """New row ``i`` := old row ``index[i]`` (prunes, duplicates, permutes; may change
+        ``batch`` up to ``capacity``). ``keep``: the caller promises ``index[:keep] ==
+        arange(keep)`` and in-range indices, so nothing is checked (no host synchronisation)."""
 
 
-@runtime_checkable
 class AutoregressiveModel(Protocol):
     """An autoregressive distribution over ``N`` tokens with a cached decode path."""
 
     n_orbitals: int
+    device: torch.device
 
     def conditionals(self, tokens: torch.Tensor) -> torch.Tensor:
         """Tokens ``[B, T<=N]`` -> ``p(t_i | t_<i)`` ``[B, T, 4]``, one uncached causal pass."""
@@ -44,12 +51,17 @@ class AutoregressiveModel(Protocol):
     def log_prob(self, tokens: torch.Tensor) -> torch.Tensor:
         """Whole configurations ``[B, N]`` -> ``log p(x)`` ``[B]``."""
 
-    def init_cache(self, batch: int) -> DecodeCache:
-        """An empty cache for ``batch`` rows at position 0."""
+    def init_cache(self, batch: int, capacity: int | None = None) -> DecodeCache:
+        """An empty cache for ``batch`` rows at position 0, allocated for ``capacity`` rows."""
 
-    def decode_step(self, tokens: torch.Tensor | None, cache: DecodeCache) -> torch.Tensor:
+    def prefill(self, tokens: torch.Tensor, cache: DecodeCache, *, validate: bool = True) -> torch.Tensor:
+        """Fill an empty cache with one full pass over ``tokens`` ``[B, T]``, as ``T`` decode steps
+        fed ``None, tokens[:, 0], ..., tokens[:, T-2]`` would; return ``p(t_i | t_<i)`` ``[B, T, 4]``."""
+
+    def decode_step(self, tokens: torch.Tensor | None, cache: DecodeCache, *, validate: bool = True) -> torch.Tensor:
         """Feed the tokens ``[B]`` chosen at ``cache.position - 1`` (``None`` at position 0);
-        return ``p(t_pos | prefix)`` ``[B, 4]`` and advance the cache by one position."""
+        return ``p(t_pos | prefix)`` ``[B, 4]`` and advance the cache by one position.
+        ``validate=False``: the caller vouches for the token values (no host synchronisation)."""
 
 
 @dataclass

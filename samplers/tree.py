@@ -6,12 +6,12 @@ count 0 are dropped; the decoder follows the surviving children (``reorder``), e
 child in the row itself and the extra children appended (see :func:`children`). When the children
 would exceed ``max_rows``, the first ``max_rows`` continue in the live decoder state and the rest
 wait on a stack as plain tokens (no cache), to be resumed depth first; so at most ``max_rows``
-rows of decoder state are ever alive, and a resumed chunk rebuilds its state from its prefix.
+rows of decoder state are ever alive, and a resumed chunk rebuilds its state from its prefix
+(the cached decoder with one prefill pass).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Protocol
 
 import torch
@@ -20,22 +20,31 @@ from samplers.multinomial import split_counts
 from samplers.protocol import AutoregressiveModel, SampleBatch
 
 
+#: The default budget of a cached sampler's K/V cache (bytes): it is allocated at most once per
+#: call, and the frontier is bounded by the rows it holds.
+DEFAULT_MAX_CACHE_BYTES = 256 * 2**20
+
+
 class Decoder(Protocol):
     """How the tree walk gets ``p(t_L | prefix)`` for a frontier of prefixes ``[U, L]``."""
 
-    def resume(self, prefix: torch.Tensor, max_rows: int | float) -> None:
-        """Make the state ready for ``next_probs(prefix)`` (called when a chunk (re)starts);
-        the chunk's frontier never exceeds ``max_rows`` (``math.inf``: no known bound)."""
+    def resume(self, prefix: torch.Tensor) -> None:
+        """Make the state ready for ``next_probs(prefix)`` (called when a chunk (re)starts)."""
 
     def next_probs(self, prefix: torch.Tensor) -> torch.Tensor:
         """``p(t_L | prefix)`` ``[U, 4]`` for prefixes ``[U, L]``."""
 
-    def reorder(self, parent: torch.Tensor) -> None:
-        """Follow the tree: new row ``j`` continues old row ``parent[j]``."""
+    def reorder(self, parent: torch.Tensor, keep: int) -> None:
+        """Follow the tree: new row ``j`` continues old row ``parent[j]``; ``parent[:keep]`` is
+        ``arange(keep)``."""
 
     @property
     def nbytes(self) -> int:
         """Bytes of decoder state currently alive."""
+
+    @property
+    def allocated_nbytes(self) -> int:
+        """Bytes of decoder state allocated."""
 
 
 def check_n_samples(n_samples: int) -> int:
@@ -51,15 +60,17 @@ def walk_tree(
     n_samples: int,
     generator: torch.Generator | None,
     device: torch.device,
-    max_rows: int | None = None,
+    max_rows: int,
 ) -> SampleBatch:
-    """Run BAS over ``n_orbitals`` positions; see the module docstring.
+    """Run BAS over ``n_orbitals`` positions with at most ``max_rows`` frontier rows; see the
+    module docstring.
 
     Random numbers are consumed in the same order for any decoder, so two decoders that give the
-    same conditionals return identical samples for the same generator state.
+    same conditionals return identical samples for the same generator state. The walk reads
+    back from the device only the number of children at each depth (to size the next frontier).
     """
     n_samples = check_n_samples(n_samples)
-    limit = math.inf if max_rows is None else int(max_rows)
+    limit = int(max_rows)
     if limit < 1:
         raise ValueError(f"the row budget must allow at least one row, got {max_rows}")
     root = (
@@ -73,14 +84,13 @@ def walk_tree(
     while stack:
         prefix, counts, log_prob = stack.pop()
         stats["chunks"] += 1
-        # A chunk's frontier is bounded by its draws and by the row limit.
-        decoder.resume(prefix, min(limit, int(counts.sum())))
+        decoder.resume(prefix)
         while True:
-            stats["peak_rows"] = max(stats["peak_rows"], prefix.shape[0])
+            rows = prefix.shape[0]
+            stats["peak_rows"] = max(stats["peak_rows"], rows)
             stats["peak_state_bytes"] = max(stats["peak_state_bytes"], decoder.nbytes)
-            allocated = getattr(decoder, "allocated_nbytes", decoder.nbytes)
-            stats["peak_allocated_bytes"] = max(stats["peak_allocated_bytes"], allocated)
-            stats["decode_rows"] += prefix.shape[0]
+            stats["peak_allocated_bytes"] = max(stats["peak_allocated_bytes"], decoder.allocated_nbytes)
+            stats["decode_rows"] += rows
             probs = decoder.next_probs(prefix)
             child_counts = split_counts(counts, probs, generator)
             parent, token = children(child_counts)
@@ -92,13 +102,12 @@ def walk_tree(
                 break
             if parent.numel() > limit:
                 # Depth first: the first chunk goes on in the live state, the rest wait as tokens.
-                starts = range(int(limit), parent.numel(), int(limit))
-                for s in reversed(starts):
-                    rows = slice(s, s + int(limit))
-                    stack.append((prefix[rows], counts[rows], log_prob[rows]))
-                keep = slice(0, int(limit))
+                for s in reversed(range(limit, parent.numel(), limit)):
+                    chunk = slice(s, s + limit)
+                    stack.append((prefix[chunk], counts[chunk], log_prob[chunk]))
+                keep = slice(0, limit)
                 parent, prefix, counts, log_prob = parent[keep], prefix[keep], counts[keep], log_prob[keep]
-            decoder.reorder(parent)
+            decoder.reorder(parent, rows)  # rows <= limit, so parent still starts with arange(rows)
     tokens, counts, log_prob = (torch.cat(parts) for parts in zip(*done))
     return SampleBatch(tokens=tokens, counts=counts, log_prob=log_prob, n_samples=n_samples, stats=stats)
 
@@ -106,32 +115,22 @@ def walk_tree(
 def children(child_counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(parent, token)`` of the children with a nonzero count in ``child_counts`` ``[U, 4]``.
 
+    Every row has at least one nonzero count (a frontier row carries at least one draw).
     Order: first every row's first child (lowest token), in row order, so that row ``j`` of the
     next frontier continues row ``j`` of this one; then the extra children (second, third, ...
     child of a row) in row-major order. A decoder's ``reorder`` then sees an index that starts
     with ``arange(U)`` and has to copy only the extra rows.
     """
     nonzero = child_counts > 0
-    first = nonzero.to(torch.uint8).argmax(dim=1)  # first nonzero token (0 for an empty row)
-    has_child = nonzero.any(dim=1)
+    first = nonzero.to(torch.uint8).argmax(dim=1)  # first nonzero token
     rows = torch.arange(child_counts.shape[0], device=child_counts.device)
-    if not bool(has_child.all()):
-        rows = rows[has_child]
-        first = first[has_child]
     nonzero[rows, first] = False
     extra_parent, extra_token = nonzero.nonzero(as_tuple=True)
     return torch.cat((rows, extra_parent)), torch.cat((first, extra_token))
 
 
-def model_device(model) -> torch.device:
-    """The device a model lives on (``model.device`` if it has one, else the CPU)."""
-    return torch.device(getattr(model, "device", "cpu"))
-
-
-def rows_for_budget(model: AutoregressiveModel, max_unique: int | None, max_cache_bytes: int | None) -> int | None:
-    """The frontier row limit implied by ``max_unique`` and a cache byte budget."""
-    if max_cache_bytes is None:
-        return max_unique
+def row_budget(model: AutoregressiveModel, max_unique: int | None, max_cache_bytes: int) -> int:
+    """The frontier row limit: what ``max_cache_bytes`` of cache holds, or ``max_unique`` if smaller."""
     per_row = model.init_cache(1).nbytes
     rows = int(max_cache_bytes) // per_row
     if rows < 1:

@@ -1,10 +1,8 @@
+"""experiments/bench_minsr.py: the block-sparse minSR solve agrees with the dense one."""
+
 import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from experiments import bench_minsr  # noqa: E402
+from experiments import bench_minsr
 
 
 def test_bench_minsr_agrees_with_the_dense_solve(tmp_path):

@@ -1,25 +1,14 @@
-"""Smoke test of experiments/bench_sampling.py (its --quick subset)."""
+"""experiments/bench_sampling.py (its --quick subset): identical samples, exact cache bytes."""
 
-import importlib.util
 import json
 import os
 
-import pytest
-
-SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "bench_sampling.py")
+from experiments import bench_sampling
 
 
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_sampling", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_quick_run_writes_json_and_png(bench, tmp_path):
+def test_quick_run_writes_json_and_png(tmp_path):
     out = tmp_path / "bench.json"
-    bench.main(["--quick", "--device", "cpu", "--out", str(out)])
+    bench_sampling.main(["--quick", "--device", "cpu", "--out", str(out)])
     data = json.loads(out.read_text())
     assert (tmp_path / "bench.png").stat().st_size > 0
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
@@ -35,6 +24,7 @@ def test_quick_run_writes_json_and_png(bench, tmp_path):
         assert r["samples_identical"] is True
         assert r["cache_bytes_match_formula"] is True
         assert r["cache_bytes"] == r["cache_bytes_formula"] > 0
+        assert r["cache_bytes"] <= r["cache_allocated_bytes"] <= r["cache_budget_bytes"]
         assert r["cached_seconds"] > 0 and r["naive_seconds"] > 0
         assert r["max_abs_delta_p_vs_float64"] < 1e-4
     assert data["fits"] and "cached_exponent" in data["fits"][0]

@@ -1,14 +1,12 @@
+"""experiments/decode_floor.py counts every attention call and byte of a cached run."""
+
 import json
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from experiments import decode_floor  # noqa: E402
-from experiments.bench_sampling import build_model, calibrate, electrons_for, generator  # noqa: E402
-from samplers import bas  # noqa: E402
+from experiments import decode_floor
+from experiments.bench_sampling import build_model, calibrate, electrons_for, generator
+from samplers import bas
 
 
 def test_decode_floor_counts_every_attention_call_and_byte(tmp_path):
@@ -23,9 +21,9 @@ def test_decode_floor_counts_every_attention_call_and_byte(tmp_path):
     n_samples, _ = calibrate(model, 40, cpu, 0)
     steps, decode = [], model.decode_step
 
-    def spy(tokens, cache):
+    def spy(tokens, cache, **kwargs):
         steps.append((cache.batch, cache.position))
-        return decode(tokens, cache)
+        return decode(tokens, cache, **kwargs)
 
     model.decode_step = spy
     bas.sample(model, n_samples, generator=generator(cpu, 0))

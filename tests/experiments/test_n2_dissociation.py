@@ -1,12 +1,11 @@
+"""experiments/n2_dissociation.py: warm-started curves, one-line errors, merged halves."""
+
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from experiments import n2_dissociation  # noqa: E402
+from experiments import n2_dissociation
 
 
 @pytest.fixture(autouse=True)

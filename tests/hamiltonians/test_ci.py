@@ -61,7 +61,8 @@ def test_casci_over_every_orbital_is_fci(molecules):
 
 
 def test_casci_follows_the_orbital_order(molecules):
-    from nnqs.system import hf_occupation_in_order, permute_orbitals
+    from hamiltonians.determinants import hf_occupation_in_order
+    from hamiltonians.molecular import permute_orbitals
 
     H = molecules("H2O")
     order = list(reversed(range(H.n_orbitals)))

@@ -10,7 +10,7 @@ from hamiltonians.determinants import (
     unique_keys,
     unpack_keys,
 )
-from tests.hamiltonians.conftest import random_determinants
+from tests.systems import random_determinants
 
 
 def test_pack_unpack_roundtrip_single_and_multiword():

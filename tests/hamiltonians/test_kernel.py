@@ -6,8 +6,8 @@ import torch
 
 from hamiltonians.determinants import enumerate_determinants, pack_occupations
 from hamiltonians.exact import hamiltonian_matrix
-from hamiltonians.reference import connected_reference, diagonal_reference, matrix_reference
-from tests.hamiltonians.conftest import random_determinants, random_hamiltonian
+from hamiltonians.slater_condon_reference import connected_reference, diagonal_reference, matrix_reference
+from tests.systems import random_determinants, random_hamiltonian
 
 
 def _as_dict(H, occ):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from hamiltonians import from_openfermion
+from hamiltonians import from_openfermion, to_openfermion
 from hamiltonians.exact import hamiltonian_matrix
 from tests.hamiltonians.conftest import GEOMETRIES
 
@@ -65,7 +65,7 @@ def test_random_pairs_h2o_match_openfermion(molecules):
 
 def test_openfermion_round_trip(molecules):
     H = molecules("LiH")
-    op = H.to_openfermion()
+    op = to_openfermion(H)
     H2 = from_openfermion(op, n_alpha=H.n_alpha, n_beta=H.n_beta)
     assert torch.allclose(H2.h1, H.h1, atol=1e-14) and torch.allclose(H2.eri, H.eri, atol=1e-14)
     assert H2.constant == pytest.approx(H.constant, abs=1e-14)
@@ -78,7 +78,7 @@ def test_openfermion_round_trip(molecules):
 
 def test_openfermion_rejects_non_molecular(molecules):
     H = molecules("H2")
-    op = H.to_openfermion()
+    op = to_openfermion(H)
     op.one_body_tensor[0, 1] = 0.3  # alpha-beta spin flip
     op.one_body_tensor[1, 0] = 0.3
     with pytest.raises(ValueError, match="spin-restricted"):

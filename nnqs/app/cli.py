@@ -1,0 +1,180 @@
+"""Command-line interface: ``nnqs run``, ``nnqs analyse`` and ``nnqs check-consistency``.
+
+Exit codes: 0 success, 1 a check failed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from nnqs.wavefunction.config import DTYPES
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad arguments in one line with exit code 2."""
+
+    def error(self, message: str) -> None:  # pragma: no cover - argparse plumbing
+        self.exit(EXIT_BAD_INPUT, f"nnqs: error: {message}\n")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="nnqs", description="Autoregressive Transformer NNQS for quantum chemistry")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    check = sub.add_parser(
+        "check-consistency",
+        help="compare cached decoding with the uncached full pass on a random model",
+    )
+    check.add_argument("--orbitals", type=int, default=16, help="spatial orbitals N (default 16)")
+    check.add_argument("--layers", type=int, default=4)
+    check.add_argument("--heads", type=int, default=4)
+    check.add_argument("--kv-heads", type=int, default=None, help="key/value heads (default: --heads)")
+    check.add_argument("--d-model", type=int, default=32)
+    check.add_argument("--batch", type=int, default=64)
+    check.add_argument(
+        "--dtype", choices=sorted(DTYPES), action="append",
+        help="repeatable; default: float64 and float32",
+    )
+    check.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
+    check.add_argument("--seed", type=int, default=0)
+
+    run = sub.add_parser("run", help="variational Monte Carlo on a molecule (TOML config or FCIDUMP)")
+    run.add_argument("config", nargs="?", help="TOML run configuration (see experiments/configs/)")
+    run.add_argument("--fcidump", help="run on an FCIDUMP file (electrons from its header) with default settings")
+    run.add_argument("--out", default=None, help="output folder (default runs/<name>)")
+    run.add_argument("--device", default=None, help="cpu, cuda, ... (overrides the config)")
+    run.add_argument("--steps", type=int, default=None, help="VMC steps (overrides the config)")
+    run.add_argument("--seed", type=int, default=None, help="random seed (overrides the config)")
+    run.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    run.add_argument("--stop-after", type=int, default=None, help="stop with a checkpoint after this many steps")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    analyse = sub.add_parser("analyse", help="split a trained run's error into amplitude and sign parts (small systems)")
+    analyse.add_argument("run_dir", help="an output folder of nnqs run (reads checkpoint.pt, writes analysis.json)")
+    return parser
+
+
+def _analyse(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from nnqs.app.io import load_checkpoint, write_json
+    from nnqs.app.runconfig import ConfigError, config_from_dict
+    from nnqs.app.system import build_model, run_system
+    from nnqs.training.analysis import analyse_state, format_analysis
+
+    path = Path(args.run_dir) / "checkpoint.pt"
+    try:
+        if not path.is_file():
+            raise ConfigError(f"{path}: no checkpoint (run `nnqs run ... --out {args.run_dir}` first)")
+        try:
+            state = load_checkpoint(path, map_location="cpu")
+            config = config_from_dict(state["config"])
+            weights = state["trainer"]["model"]
+        except (RuntimeError, KeyError, EOFError, OSError) as error:
+            raise ConfigError(f"{path}: not a readable nnqs checkpoint ({type(error).__name__}: "
+                              f"{str(error).strip().splitlines()[0] if str(error).strip() else ''})") from None
+        system = run_system(config.molecule, Path(args.run_dir), resume=True, save=False, references=False)
+        model = build_model(config.model, system)
+        model.load_state_dict(weights)
+        analysis = analyse_state(model, system.hamiltonian, system.hf_occupation)
+    except (ConfigError, ValueError, RuntimeError) as error:
+        print(f"nnqs: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    write_json(Path(args.run_dir) / "analysis.json", analysis.to_dict())
+    print(f"{config.molecule.name} after step {state['trainer']['step']}:")
+    print(format_analysis(analysis))
+    return EXIT_OK
+
+
+def _check_consistency(args: argparse.Namespace) -> int:
+    import torch
+
+    from nnqs.wavefunction.consistency import check_consistency
+
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print(f"nnqs: error: device {args.device!r} requested but CUDA is not available", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        results = check_consistency(
+            n_orbitals=args.orbitals, n_layers=args.layers, n_heads=args.heads,
+            n_kv_heads=args.kv_heads, d_model=args.d_model, batch=args.batch,
+            dtypes=tuple(args.dtype or ("float64", "float32")), device=args.device, seed=args.seed,
+        )
+    except ValueError as error:
+        print(f"nnqs: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"cached vs uncached conditionals: N={args.orbitals} L={args.layers} H={args.heads} "
+          f"H_kv={args.kv_heads or args.heads} batch={args.batch} device={args.device}")
+    for r in results:
+        status = "ok" if r.ok else "FAIL"
+        print(f"  {r.dtype:9s} max |dp| = {r.max_abs_diff:.3e}  (tolerance {r.tolerance:.0e})  {status}")
+    return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
+
+
+def _run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from hamiltonians import FCIDUMPError
+    from nnqs.app.run import run
+    from nnqs.app.runconfig import ConfigError, config_from_dict, load_config
+
+    try:
+        if bool(args.config) == bool(args.fcidump):
+            raise ConfigError("give either a CONFIG.toml or --fcidump FILE")
+        if args.fcidump:
+            if not Path(args.fcidump).is_file():
+                raise ConfigError(f"{args.fcidump}: no such FCIDUMP file")
+            name = Path(args.fcidump).stem
+            config = config_from_dict({"molecule": {"name": name, "fcidump": args.fcidump}})
+        else:
+            config = load_config(args.config)
+        for section, key, value in (("run", "device", args.device), ("run", "seed", args.seed),
+                                    ("optim", "steps", args.steps)):
+            if value is not None:
+                config = config.replace(section, **{key: value})
+        out = args.out or str(Path("runs") / config.molecule.name)
+        result = run(config, out, resume=args.resume, stop_after=args.stop_after, progress=not args.no_progress)
+    except (ConfigError, FCIDUMPError) as error:
+        print(f"nnqs: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if "stopped_at" in result:
+        print(f"stopped after step {result['stopped_at']}; continue with --resume (outputs in {out})")
+        return EXIT_OK
+    print(_summary(result, out))
+    return EXIT_OK
+
+
+def _summary(result: dict, out: str) -> str:
+    refs = result["references"]
+    lines = [f"{result['molecule']}: E = {result['energy']:.8f} +- {result['energy_stderr']:.1e} Ha "
+             f"(variance {result['variance']:.2e}, {result['n_unique']} unique of {result['n_samples']:.3g} samples)"]
+    if result.get("energy_exact_variational") is not None:
+        lines.append(f"  exact <H> of the network over the full space: {result['energy_exact_variational']:.8f} Ha")
+    for key, label in (("hf", "HF"), ("ccsd_t", "CCSD(T)"), ("fci", "FCI")):
+        if refs.get(key) is not None:
+            lines.append(f"  {label:8s} {refs[key]:.8f} Ha")
+    if result.get("error_vs_fci_mha") is not None:
+        ok = "within" if abs(result["error_vs_fci_mha"]) < 1.6 else "outside"
+        lines.append(f"  error vs FCI: {result['error_vs_fci_mha']:.3f} mHa ({ok} chemical accuracy)")
+    lines.append(f"  {result['steps']} steps in {result['wall_seconds']:.1f} s on {result['device']}; outputs in {out}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = _build_parser().parse_args(argv)
+    if args.command == "check-consistency":
+        return _check_consistency(args)
+    if args.command == "run":
+        return _run(args)
+    if args.command == "analyse":
+        return _analyse(args)
+    raise AssertionError(f"unhandled command {args.command}")  # pragma: no cover
+
+
+if __name__ == "__main__":
+    sys.exit(main())

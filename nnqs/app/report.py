@@ -1,0 +1,85 @@
+"""Run outputs: ``metrics.csv`` (one row per step) and the convergence plot."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from nnqs.app.io import atomic_write
+from nnqs.training.trainer import StepRecord
+
+CHEMICAL_ACCURACY_HA = 1.6e-3
+METRIC_FIELDS = [f.name for f in fields(StepRecord)] + ["error_vs_fci_mha"]
+
+
+class MetricsLog:
+    """Appends step records to ``metrics.csv``; on resume, drops rows past the checkpoint."""
+
+    def __init__(self, path: str | Path, fci: float | None, *, resume_step: int | None = None) -> None:
+        self.path, self.fci = Path(path), fci
+        self.rows: list[dict] = []
+        if resume_step is not None and self.path.exists():
+            with self.path.open() as f:
+                self.rows = [r for r in csv.DictReader(f) if int(r["step"]) < resume_step]
+        self._rewrite()
+
+    def append(self, record: StepRecord) -> dict:
+        row = asdict(record)
+        row["error_vs_fci_mha"] = "" if self.fci is None else 1e3 * (record.energy - self.fci)
+        self.rows.append(row)
+        with self.path.open("a", newline="") as f:
+            csv.DictWriter(f, METRIC_FIELDS).writerow(row)
+        return row
+
+    def _rewrite(self) -> None:
+        def write(tmp: str) -> None:
+            with open(tmp, "w", newline="") as f:
+                writer = csv.DictWriter(f, METRIC_FIELDS)
+                writer.writeheader()
+                writer.writerows(self.rows)
+
+        atomic_write(self.path, write)
+
+    def energies(self) -> tuple[list[int], list[float]]:
+        return [int(r["step"]) for r in self.rows], [float(r["energy"]) for r in self.rows]
+
+
+def plot_convergence(path: str | Path, steps: list[int], energies: list[float], references: dict, title: str) -> None:
+    """Energy per step with HF/CCSD(T)/FCI lines, and |E - E_FCI| on a log axis with the
+    chemical-accuracy band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fci = references.get("fci")
+    fig, axes = plt.subplots(2 if fci is not None else 1, 1, figsize=(7, 7 if fci is not None else 4), squeeze=False)
+    ax = axes[0, 0]
+    ax.plot(steps, energies, lw=1, label="NNQS")
+    styles = {"hf": ("HF", "tab:red", "--"), "ccsd_t": ("CCSD(T)", "tab:green", "-."), "fci": ("FCI", "k", ":")}
+    for key, (label, color, ls) in styles.items():
+        if references.get(key) is not None:
+            ax.axhline(references[key], color=color, ls=ls, lw=1, label=f"{label} {references[key]:.6f}")
+    if energies:
+        low = min(min(energies), *(v for k, v in references.items() if k in styles and v is not None))
+        high = references.get("hf") if references.get("hf") is not None else max(energies)
+        pad = max(high - low, 1e-3) * 0.3
+        ax.set_ylim(low - pad, high + pad)
+    ax.set_xlabel("step")
+    ax.set_ylabel("energy (Ha)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    if fci is not None:
+        ax = axes[1, 0]
+        errors = [max(abs(e - fci), 1e-7) for e in energies]
+        ax.semilogy(steps, errors, lw=1, label="|E - E_FCI|")
+        ax.axhspan(1e-7, CHEMICAL_ACCURACY_HA, color="tab:green", alpha=0.15, label="chemical accuracy (1.6 mHa)")
+        if references.get("ccsd_t") is not None:
+            ax.axhline(max(abs(references["ccsd_t"] - fci), 1e-7), color="tab:green", ls="-.", lw=1, label="CCSD(T) error")
+        ax.set_xlabel("step")
+        ax.set_ylabel("|E - E_FCI| (Ha)")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
+    plt.close(fig)

@@ -1,0 +1,166 @@
+"""``nnqs run``: a VMC run end to end, with outputs per DESIGN §7.
+
+Composes the layers below: the system (:mod:`nnqs.app.system`), the network, the supervised
+start and the trainer (:mod:`nnqs.training`). Writes into the output folder:
+``hamiltonian.fcidump`` (the integrals trained on), ``metrics.csv`` (one row per step),
+``checkpoint.pt`` (atomic; ``--resume`` continues from it exactly), ``convergence.png`` and
+``result.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from nnqs.app.io import load_checkpoint, save_checkpoint, write_json
+from nnqs.app.report import MetricsLog, plot_convergence
+from nnqs.app.runconfig import ConfigError, RunConfig, check_device
+from nnqs.app.system import System, build_model, run_system
+from nnqs.training.estimators import exact_variational_energy
+from nnqs.training.pretrain import pretrain
+from nnqs.training.trainer import Trainer
+
+log = logging.getLogger(__name__)
+
+#: Largest determinant space for which result.json also gets the exact variational energy.
+EXACT_ENERGY_MAX_DETERMINANTS = 200_000
+
+
+def run(
+    config: RunConfig,
+    out_dir: str | Path,
+    *,
+    resume: bool = False,
+    stop_after: int | None = None,
+    progress: bool = True,
+    initial_model: dict | None = None,
+) -> dict:
+    """Run VMC as configured; return the result dictionary (also written to ``result.json``).
+
+    Args:
+        config: the run configuration.
+        out_dir: output folder (created).
+        resume: continue from ``out_dir/checkpoint.pt``.
+        stop_after: stop (with a checkpoint) once this many steps are done, as if interrupted;
+            ``None`` runs to ``config.optim.steps`` and writes the result.
+        progress: show a progress bar.
+        initial_model: a model ``state_dict`` to start from (a warm start, e.g. from a nearby
+            geometry); the configured pretraining then refits it to this system (the orbitals'
+            signs can change between geometries).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    check_device(config.run.device)
+    if config.run.threads:
+        torch.set_num_threads(config.run.threads)  # PySCF's OpenMP follows it
+    torch.manual_seed(config.run.seed)
+
+    ckpt_path = out / "checkpoint.pt"
+    if resume and not ckpt_path.exists():
+        raise ConfigError(f"--resume: no checkpoint at {ckpt_path}")
+    system = run_system(config.molecule, out, resume=resume)
+    H = system.hamiltonian.to(device=config.run.device)
+    refs = {k: system.references.get(k) for k in ("hf", "ccsd", "ccsd_t", "fci")}
+    model = build_model(config.model, system).to(config.run.device)
+    trainer = Trainer(model, H, config.optim, config.sampler, seed=config.run.seed)
+
+    wall_before = 0.0
+    if resume:
+        state = load_checkpoint(ckpt_path, map_location=config.run.device)
+        try:
+            trainer.load_state_dict(state["trainer"])
+        except (RuntimeError, KeyError, ValueError) as error:
+            first = str(error).strip().splitlines()[0]
+            raise ConfigError(f"--resume: {ckpt_path} does not match this config ({first})") from None
+        wall_before = float(state["wall_seconds"])
+        p_hf = float(state["p_hf"])
+        log.info("resumed from %s at step %d", ckpt_path, trainer.step)
+    else:
+        if initial_model is not None:
+            model.load_state_dict(initial_model)
+        try:
+            pretrain(model, H, config.optim, hf_occupation=system.hf_occupation, order=system.order)
+        except ValueError as error:  # a CAS window that does not fit the molecule
+            raise ConfigError(f"[optim] {error}") from None
+        with torch.no_grad():
+            p_hf = float(model.log_prob(system.hf_tokens.to(model.device)).exp())
+        trainer.mark_good()  # the pretrained weights are the state to roll back to
+    metrics = MetricsLog(out / "metrics.csv", refs["fci"], resume_step=trainer.step if resume else None)
+
+    target = config.optim.steps if stop_after is None else min(stop_after, config.optim.steps)
+    start = time.perf_counter()
+
+    def checkpoint() -> None:
+        save_checkpoint(ckpt_path, {
+            "trainer": trainer.state_dict(), "config": config.to_dict(), "p_hf": p_hf,
+            "wall_seconds": wall_before + time.perf_counter() - start,
+        })
+
+    bar = tqdm(total=config.optim.steps, initial=trainer.step, disable=not progress, desc=config.molecule.name,
+               dynamic_ncols=True)
+    while trainer.step < target:
+        record = trainer.train_step()
+        row = metrics.append(record)
+        postfix = {"E": f"{record.energy:.6f}", "unique": record.n_unique,
+                   "samples/s": f"{record.n_samples / max(record.seconds, 1e-9):.3g}"}
+        if row["error_vs_fci_mha"] != "":
+            postfix["dE_fci(mHa)"] = f"{row['error_vs_fci_mha']:.3f}"
+        bar.set_postfix(postfix)
+        bar.update(1)
+        if trainer.step % config.run.checkpoint_every == 0 or trainer.step == target:
+            checkpoint()
+    bar.close()
+    if trainer.step < config.optim.steps:
+        return {"stopped_at": trainer.step}
+    checkpoint()
+    result = _final_result(config, system, trainer, refs, p_hf, wall_before + time.perf_counter() - start)
+    write_json(out / "result.json", result)
+    steps, energies = metrics.energies()
+    plot_convergence(out / "convergence.png", steps, energies, refs, f"{config.molecule.name}: NNQS VMC")
+    return result
+
+
+def _final_result(config: RunConfig, system: System, trainer: Trainer, refs: dict, p_hf: float, wall: float) -> dict:
+    """Evaluate the trained state on a fresh, larger sample and assemble ``result.json``."""
+    H = trainer.H
+    n_eval = config.sampler.eval_samples or 10 * trainer.n_samples
+    trainer.model.eval()
+    batch = trainer.sample(n_eval)
+    with torch.no_grad():
+        _, _, _, est = trainer.evaluate(batch)
+    exact = None
+    if H.n_determinants <= EXACT_ENERGY_MAX_DETERMINANTS:
+        exact = exact_variational_energy(trainer.model, H)
+    with torch.no_grad():
+        p_hf_final = float(trainer.model.log_prob(system.hf_tokens.to(trainer.model.device)).exp())
+    fci = refs.get("fci")
+    return {
+        "molecule": config.molecule.name,
+        "energy": est.energy,
+        "energy_stderr": est.stderr,
+        "variance": est.variance,
+        "energy_exact_variational": exact,
+        "references": refs,
+        "error_vs_fci_mha": None if fci is None else 1e3 * (est.energy - fci),
+        "exact_error_vs_fci_mha": None if fci is None or exact is None else 1e3 * (exact - fci),
+        "error_vs_ccsd_t_mha": None if refs.get("ccsd_t") is None else 1e3 * (est.energy - refs["ccsd_t"]),
+        "steps": trainer.step,
+        "n_samples": batch.n_samples,
+        "n_unique": batch.n_unique,
+        "n_orbitals": H.n_orbitals,
+        "n_alpha": H.n_alpha,
+        "n_beta": H.n_beta,
+        "n_determinants": H.n_determinants,
+        "orbital_order": system.order,
+        "p_hf_after_pretraining": p_hf,
+        "pretrain": config.optim.pretrain,
+        "p_hf_final": p_hf_final,
+        "wall_seconds": wall,
+        "device": str(trainer.model.device),
+        "threads": torch.get_num_threads(),
+        "config": config.to_dict(),
+    }

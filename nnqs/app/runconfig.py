@@ -1,0 +1,189 @@
+"""Run configuration: documented frozen dataclasses, read from TOML.
+
+A config file has the tables ``[molecule]`` (:class:`MoleculeConfig`), ``[model]``
+(:class:`nnqs.wavefunction.config.ModelConfig`), ``[sampler]`` and ``[optim]``
+(:class:`nnqs.training.settings.SamplerConfig`, :class:`~nnqs.training.settings.OptimConfig`) and
+``[run]`` (:class:`RunSettings`); every key is optional except the molecule's source. Unknown tables or keys raise
+:class:`ConfigError` naming them, so a typo never passes silently::
+
+    [molecule]
+    geometry = "Li 0 0 0; H 0 0 1.5949"   # PySCF atom string, Angstrom
+    basis = "sto-3g"
+
+    [optim]
+    steps = 1000
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+from nnqs.training.settings import OptimConfig, SamplerConfig
+from nnqs.wavefunction.config import ModelConfig
+
+
+class ConfigError(ValueError):
+    """A bad configuration: unknown key, wrong type or impossible value."""
+
+
+@dataclass(frozen=True)
+class MoleculeConfig:
+    """Where the Hamiltonian comes from: a PySCF molecule or an FCIDUMP file.
+
+    Attributes:
+        name: label used in reports.
+        geometry: PySCF atom string (``"N 0 0 0; N 0 0 1.0977"``), Angstrom.
+        basis: basis set name.
+        charge, spin: total charge and ``2S`` (PySCF convention).
+        frozen_core: lowest spatial orbitals kept doubly occupied.
+        active_space: ``[n_electrons, n_orbitals]`` window above the core, or empty.
+        fcidump: path of an FCIDUMP file (instead of ``geometry``); electrons from its header.
+        orbital_order: ``"given"``, ``"reversed"`` or a permutation (list of spatial orbital
+            indices): the autoregressive order of the orbitals.
+    """
+
+    name: str = "molecule"
+    geometry: str = ""
+    basis: str = "sto-3g"
+    charge: int = 0
+    spin: int = 0
+    frozen_core: int = 0
+    active_space: tuple[int, ...] = ()
+    fcidump: str = ""
+    orbital_order: str | tuple[int, ...] = "given"
+
+    def __post_init__(self) -> None:
+        if bool(self.geometry) == bool(self.fcidump):
+            raise ConfigError("[molecule] needs exactly one of 'geometry' or 'fcidump'")
+        if self.active_space and len(self.active_space) != 2:
+            raise ConfigError("[molecule] active_space must be [n_electrons, n_orbitals]")
+        order = self.orbital_order
+        if isinstance(order, str) and order not in ("given", "reversed"):
+            raise ConfigError(f"[molecule] orbital_order must be 'given', 'reversed' or a list, got {order!r}")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Where and how to run: seed, device, checkpoint and log cadence."""
+
+    seed: int = 0
+    device: str = "cpu"
+    checkpoint_every: int = 100
+    threads: int = 0  # torch CPU threads; 0 = PyTorch's default
+
+    def __post_init__(self) -> None:
+        if self.checkpoint_every < 1 or self.threads < 0:
+            raise ConfigError(f"[run] checkpoint_every ({self.checkpoint_every}) must be >= 1 and threads "
+                              f"({self.threads}) >= 0")
+        parse_device(self.device)
+
+
+def parse_device(device: str) -> torch.device:
+    """``torch.device(device)``, or :class:`ConfigError` if torch does not know the name."""
+    try:
+        return torch.device(device)
+    except RuntimeError:
+        raise ConfigError(f"unknown device {device!r} (use cpu, cuda or cuda:N)") from None
+
+
+def check_device(device: str) -> None:
+    """Raise :class:`ConfigError` unless ``device`` is known and available on this machine."""
+    if parse_device(device).type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {device!r} requested but CUDA is not available")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    molecule: MoleculeConfig
+    model: ModelConfig = field(default_factory=ModelConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    run: RunSettings = field(default_factory=RunSettings)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def replace(self, section: str, **changes) -> "RunConfig":
+        """A copy with ``changes`` applied to one table (e.g. ``replace("optim", steps=10)``)."""
+        try:
+            table = dataclasses.replace(getattr(self, section), **changes)
+        except ConfigError:
+            raise
+        except ValueError as error:  # the training and wavefunction settings raise ValueError
+            raise ConfigError(f"[{section}] {error}") from None
+        return dataclasses.replace(self, **{section: table})
+
+
+_SECTIONS = {
+    "molecule": MoleculeConfig,
+    "model": ModelConfig,
+    "sampler": SamplerConfig,
+    "optim": OptimConfig,
+    "run": RunSettings,
+}
+
+
+def _build(section: str, cls, values: dict):
+    if not isinstance(values, dict):
+        raise ConfigError(f"[{section}] must be a table")
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ConfigError(f"unknown key(s) {', '.join(f'{section}.{k}' for k in unknown)}; known: {', '.join(sorted(known))}")
+    converted = {}
+    for key, value in values.items():
+        if isinstance(value, list):
+            value = tuple(value)
+        default = known[key].default
+        expected = type(default) if default is not dataclasses.MISSING and default is not None else None
+        if expected in (int, float, str, bool):
+            ok = isinstance(value, expected) and not (expected is not bool and isinstance(value, bool))
+            ok = ok or (expected is float and isinstance(value, int) and not isinstance(value, bool))
+            if key == "orbital_order" and isinstance(value, tuple):
+                ok = True
+            if not ok:
+                raise ConfigError(f"{section}.{key} must be of type {expected.__name__}, got {value!r}")
+        converted[key] = value
+    try:
+        return cls(**converted)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as error:  # the layers below raise ValueError
+        raise ConfigError(f"[{section}] {error}") from None
+
+
+def config_from_dict(data: dict) -> RunConfig:
+    """Build a :class:`RunConfig` from nested tables; raise :class:`ConfigError` on bad input."""
+    unknown = sorted(set(data) - set(_SECTIONS))
+    if unknown:
+        raise ConfigError(f"unknown table(s) {unknown}; known: {sorted(_SECTIONS)}")
+    if "molecule" not in data:
+        raise ConfigError("the config needs a [molecule] table")
+    return RunConfig(**{name: _build(name, cls, data[name]) for name, cls in _SECTIONS.items() if name in data})
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read a TOML config file."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: {error}") from None
+    try:
+        return config_from_dict(data)
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from None

@@ -1,0 +1,178 @@
+"""The system a run trains on: the Hamiltonian (orbitals in autoregressive order), the order,
+the reference energies, and the network built for it.
+
+Built from a :class:`~nnqs.app.runconfig.MoleculeConfig` (PySCF or FCIDUMP), or, when a run
+resumes, from the integrals saved in its folder (:data:`HAMILTONIAN_FILE`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from hamiltonians import MolecularHamiltonian, from_pyscf, read_fcidump, reference_energies, write_fcidump
+from hamiltonians.determinants import hf_occupation_in_order
+from hamiltonians.molecular import permute_orbitals
+from nnqs.app.runconfig import ConfigError, MoleculeConfig
+from nnqs.wavefunction.config import ModelConfig
+from nnqs.wavefunction.model import TransformerWavefunction
+from nnqs.wavefunction.tokens import occupations_to_tokens
+
+log = logging.getLogger(__name__)
+
+
+#: The integrals a run trains on (orbitals in autoregressive order), saved in its folder. A
+#: resumed run and ``nnqs analyse`` read them back instead of rerunning PySCF, which may return
+#: another, equally valid basis of degenerate orbitals in a different process: N2's pi orbitals
+#: rotate with the number of OpenMP threads, and a network trained on one basis is wrong in
+#: the other.
+HAMILTONIAN_FILE = "hamiltonian.fcidump"
+
+
+@dataclass(frozen=True)
+class System:
+    """The Hamiltonian the network sees (orbitals in autoregressive order) and its references.
+
+    Attributes:
+        hamiltonian: integrals with orbitals permuted into ``order``.
+        order: ``order[i]`` is the original spatial orbital placed at position ``i``.
+        hf_occupation: uint8 ``[2N]``, the Hartree–Fock determinant in this order (the lowest
+            original orbitals occupied, wherever the order puts them).
+        references: ``{"hf", "ccsd", "ccsd_t", "fci"}`` energies (None where unavailable).
+    """
+
+    hamiltonian: MolecularHamiltonian
+    order: list[int]
+    references: dict
+
+    @property
+    def hf_occupation(self) -> torch.Tensor:
+        return hf_occupation_in_order(self.order, self.hamiltonian.n_alpha, self.hamiltonian.n_beta)
+
+    @property
+    def hf_tokens(self) -> torch.Tensor:
+        """The Hartree–Fock determinant as tokens ``[1, N]``."""
+        return occupations_to_tokens(self.hf_occupation[None].long())
+
+
+def system_in_order(config: MoleculeConfig, H: MolecularHamiltonian, *, references: bool = True,
+                    fci_max_determinants: int = 10**7) -> System:
+    """The :class:`System` of integrals ``H`` already in ``config``'s autoregressive order (a
+    run's saved integrals): the order is undone, and the system rebuilt as :func:`build_system`
+    does from the original integrals (references there, where the lowest orbitals are HF)."""
+    order = resolve_order(config.orbital_order, H.n_orbitals)
+    original = permute_orbitals(H, sorted(range(H.n_orbitals), key=order.__getitem__))  # undo the order
+    return _ordered_system(config, original, references, fci_max_determinants)
+
+
+def resolve_order(spec, n_orbitals: int) -> list[int]:
+    """The autoregressive order of ``[molecule] orbital_order``: ``order[i]`` is the original
+    spatial orbital at position ``i``."""
+    if spec == "given":
+        return list(range(n_orbitals))
+    if spec == "reversed":
+        return list(range(n_orbitals))[::-1]
+    order = [int(i) for i in spec]
+    if sorted(order) != list(range(n_orbitals)):
+        raise ConfigError(f"orbital_order must be a permutation of 0..{n_orbitals - 1}, got {order}")
+    return order
+
+
+def build_system(config: MoleculeConfig, *, references: bool = True, fci_max_determinants: int = 10**7) -> System:
+    """Build the Hamiltonian (PySCF or FCIDUMP), its reference energies and orbital order.
+
+    Raises:
+        ConfigError: for an unknown basis, impossible electron counts, a bad orbital order.
+        hamiltonians.FCIDUMPError: for a malformed FCIDUMP file.
+    """
+    if config.fcidump:
+        H = read_fcidump(config.fcidump)
+    else:
+        with warnings.catch_warnings(record=True) as caught:  # PySCF warns before it fails
+            warnings.simplefilter("always")
+            try:
+                H = from_pyscf(
+                    config.geometry,
+                    config.basis,
+                    charge=config.charge,
+                    spin=config.spin,
+                    frozen_core=config.frozen_core,
+                    active_space=tuple(config.active_space) or None,
+                )
+            except (RuntimeError, KeyError, ValueError, AssertionError) as error:
+                if any("Basis" in str(w.message) for w in caught):
+                    raise ConfigError(f"[molecule] unknown basis {config.basis!r}") from None
+                message = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+                raise ConfigError(f"[molecule] cannot build {config.geometry!r}/{config.basis}: {message}") from None
+        for w in caught:
+            log.warning("PySCF: %s", w.message)
+    return _ordered_system(config, H, references, fci_max_determinants)
+
+
+def _ordered_system(config: MoleculeConfig, H: MolecularHamiltonian, references: bool,
+                    fci_max_determinants: int) -> System:
+    """References of the original integrals ``H``, then ``H`` moved into ``config``'s order."""
+    refs: dict = {}
+    if references:
+        refs = reference_energies(H, fci_max_determinants=fci_max_determinants)
+    order = resolve_order(config.orbital_order, H.n_orbitals)
+    if order != list(range(H.n_orbitals)):
+        H = permute_orbitals(H, order)
+    log.info("system %s: N=%d, (%d, %d) electrons, references %s", config.name, H.n_orbitals, H.n_alpha, H.n_beta,
+             {k: v for k, v in refs.items() if k != "notes"})
+    return System(H, order, refs)
+
+
+def run_system(config: MoleculeConfig, out: Path, *, resume: bool, save: bool = True,
+               references: bool = True) -> System:
+    """The system of a run in folder ``out``.
+
+    A new run builds it from ``config`` and (with ``save``) saves its integrals to
+    ``out/HAMILTONIAN_FILE``. A resumed run trains on the saved integrals, after checking that
+    they describe ``config``'s molecule; when an ``--fcidump`` source has moved, the saved
+    integrals alone define the system.
+    """
+    path = out / HAMILTONIAN_FILE
+    if resume and path.exists() and config.fcidump and not Path(config.fcidump).exists():
+        log.warning("%s is gone: resuming from the integrals saved in %s", config.fcidump, path)
+        return system_in_order(config, read_fcidump(path), references=references)
+    system = build_system(config, references=references)
+    if resume and path.exists():
+        saved = read_fcidump(path)
+        check_same_molecule(saved, system, path)
+        return dataclasses.replace(system, hamiltonian=saved)
+    if resume:
+        log.warning("%s is missing (a run from an older nnqs?): rebuilt the integrals from the config; "
+                    "degenerate orbitals may not be those the network was trained in", path)
+    elif save:
+        write_fcidump(system.hamiltonian, path)
+    return system
+
+
+def check_same_molecule(saved: MolecularHamiltonian, system: System, path: Path) -> None:
+    """Raise :class:`ConfigError` unless ``saved`` describes ``system``'s molecule: same sizes and
+    the same electronic HF energy (invariant under rotations of degenerate orbitals)."""
+    built = system.hamiltonian
+    if (saved.n_orbitals, saved.n_alpha, saved.n_beta) != (built.n_orbitals, built.n_alpha, built.n_beta):
+        raise ConfigError(f"{path} does not match the config's molecule "
+                          f"({saved.n_orbitals} orbitals, ({saved.n_alpha}, {saved.n_beta}) electrons)")
+    hf = system.hf_occupation[None]
+    e_saved = float(saved.diagonal(hf.to(saved.device))[0]) - float(saved.constant)
+    e_built = float(built.diagonal(hf.to(built.device))[0]) - float(built.constant)
+    if abs(e_saved - e_built) > 1e-8:
+        raise ConfigError(f"{path} does not match the config's molecule (electronic HF energy "
+                          f"{e_saved:.10f} against {e_built:.10f} Ha)")
+
+
+def build_model(model: ModelConfig, system: System) -> TransformerWavefunction:
+    """The network of architecture ``model`` for ``system`` (on the CPU)."""
+    H = system.hamiltonian
+    try:
+        return TransformerWavefunction(model.for_system(H.n_orbitals, H.n_alpha, H.n_beta))
+    except ValueError as error:
+        raise ConfigError(f"[model] {error}") from None

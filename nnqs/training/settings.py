@@ -1,0 +1,127 @@
+"""The training layer's settings: how to sample and how to optimise (documented, frozen).
+
+The run config's ``[sampler]`` and ``[optim]`` tables are these dataclasses; training code
+takes them (and plain arguments), never the run config. Bad values raise ``ValueError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from samplers.tree import DEFAULT_MAX_CACHE_BYTES
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """Batched autoregressive sampling.
+
+    Attributes:
+        n_samples: draws per step (initial value when ``unique_window`` is set).
+        unique_window: ``[low, high]``: adapt ``n_samples`` by ``factor`` so the number of
+            unique samples stays inside; empty = fixed ``n_samples``.
+        factor: the adaptive step factor.
+        max_unique: most frontier rows decoded at once (the tree is walked depth first in
+            chunks beyond); 0 = as many as ``cache_mib`` holds.
+        cache_mib: the KV cache's budget in MiB (2^20 bytes); the sampler allocates at most
+            this much once per call and bounds the frontier by it.
+        eval_samples: draws for the final energy evaluation (0 = 10 x the last n_samples).
+    """
+
+    n_samples: int = 100_000
+    unique_window: tuple[int, ...] = ()
+    factor: float = 1.25
+    max_unique: int = 0
+    cache_mib: float = DEFAULT_MAX_CACHE_BYTES / 2**20
+    eval_samples: int = 0
+
+    def __post_init__(self) -> None:
+        if self.n_samples < 1:
+            raise ValueError("n_samples must be >= 1")
+        if self.unique_window and (len(self.unique_window) != 2 or not 1 <= self.unique_window[0] <= self.unique_window[1]):
+            raise ValueError("unique_window must be [low, high] with 1 <= low <= high")
+        if self.factor <= 1:
+            raise ValueError(f"factor must be > 1, got {self.factor}")
+        if self.max_unique < 0 or self.eval_samples < 0 or self.cache_mib <= 0:
+            raise ValueError(f"max_unique ({self.max_unique}) and eval_samples ({self.eval_samples}) must be "
+                             f">= 0 and cache_mib ({self.cache_mib}) > 0")
+
+    @property
+    def max_cache_bytes(self) -> int:
+        return int(self.cache_mib * 2**20)
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """Optimisation.
+
+    Attributes:
+        steps: VMC steps.
+        lr: peak learning rate of ``method`` (with an AdamW phase first: of the minSR phase).
+        warmup: linear warm-up steps (of the first phase; minSR after AdamW starts at its peak).
+        final_lr_ratio: the learning rate decays by a cosine to ``lr * final_lr_ratio``.
+        betas, eps, weight_decay: AdamW settings.
+        clip: gradient-norm clipping (0 = none); with minSR it bounds the update direction.
+        method: ``"adamw"`` or ``"minsr"`` (stochastic reconfiguration in sample space, applied
+            as ``theta -= lr * d``; use a larger ``lr``, e.g. 0.02-0.1).
+        sr_shift: minSR diagonal shift.
+        adamw_steps: with ``method = "minsr"``, run this many AdamW steps first (cheap early
+            progress from the pretrained start), then minSR for the rest; 0 = minSR throughout.
+        adamw_lr: the peak learning rate of that AdamW phase. The NaN guard's halving of the
+            learning rate carries over from one phase to the next.
+        pretrain: the supervised start: ``"cisd"`` (fit the CISD wavefunction, signs included;
+            see :mod:`nnqs.pretrain`), ``"casci"`` (the CASCI(``pretrain_cas``) one),
+            ``"cisd_cas"`` (the ground state in the union of both spaces: for stretched bonds,
+            where HF carries little weight and CISD fails; see :mod:`hamiltonians.ci`),
+            ``"hf"`` (train ``-log p(HF)`` until ``p(HF)`` reaches ``pretrain_hf``) or ``"none"``.
+        pretrain_hf: the ``p(HF)`` target of ``pretrain = "hf"``.
+        pretrain_cas: ``[n_electrons, n_orbitals]``, the active space of ``"casci"`` and
+            ``"cisd_cas"`` (around the Fermi level in energy-ordered orbitals, see
+            :func:`hamiltonians.ci.cas_determinants`).
+        pretrain_steps: at most this many Adam steps of the CI fit.
+        local_energy: ``"exact"`` (every connected configuration) or ``"sampled"``.
+        weights: ``"counts"`` (``c_u / n_samples``) or ``"psi2"`` (``|psi|^2`` renormalised
+            over the unique samples).
+    """
+
+    steps: int = 1000
+    lr: float = 1e-3
+    warmup: int = 50
+    final_lr_ratio: float = 0.1
+    betas: tuple[float, ...] = (0.9, 0.99)
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    clip: float = 1.0
+    method: str = "adamw"
+    sr_shift: float = 1e-4
+    adamw_steps: int = 0
+    adamw_lr: float = 1e-3
+    pretrain: str = "cisd"
+    pretrain_hf: float = 0.9
+    pretrain_cas: tuple[int, ...] = ()
+    pretrain_steps: int = 300
+    local_energy: str = "exact"
+    weights: str = "counts"
+
+    def __post_init__(self) -> None:
+        if self.steps < 0 or self.lr <= 0 or self.warmup < 0:
+            raise ValueError("steps >= 0, lr > 0 and warmup >= 0 are required")
+        if self.local_energy not in ("exact", "sampled"):
+            raise ValueError(f"local_energy must be 'exact' or 'sampled', got {self.local_energy!r}")
+        if self.method not in ("adamw", "minsr"):
+            raise ValueError(f"method must be 'adamw' or 'minsr', got {self.method!r}")
+        if not 0 <= self.adamw_steps <= self.steps or self.adamw_lr <= 0:
+            raise ValueError(f"adamw_steps ({self.adamw_steps}) must lie in [0, steps] ({self.steps}) "
+                              f"and adamw_lr ({self.adamw_lr}) must be > 0")
+        if self.adamw_steps and self.method != "minsr":
+            raise ValueError("adamw_steps is the AdamW phase before minSR: it needs method = 'minsr'")
+        if self.weights not in ("counts", "psi2"):
+            raise ValueError(f"weights must be 'counts' or 'psi2', got {self.weights!r}")
+        if self.pretrain not in ("cisd", "casci", "cisd_cas", "hf", "none"):
+            raise ValueError("pretrain must be 'cisd', 'casci', 'cisd_cas', 'hf' or 'none', "
+                             f"got {self.pretrain!r}")
+        if self.pretrain in ("casci", "cisd_cas") and (
+                len(self.pretrain_cas) != 2 or not all(type(x) is int and x >= 1 for x in self.pretrain_cas)):
+            raise ValueError(f"pretrain = {self.pretrain!r} needs pretrain_cas = [n_electrons, n_orbitals] "
+                              f"(two positive integers), got {list(self.pretrain_cas)}")
+        if not 0 <= self.pretrain_hf < 1:
+            raise ValueError("pretrain_hf must lie in [0, 1)")

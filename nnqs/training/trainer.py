@@ -1,0 +1,202 @@
+"""The VMC trainer: one step is sample -> evaluate -> update (DESIGN §6).
+
+BAS samples ``x_u`` with counts ``c_u`` -> weights ``w_u`` -> local energies ``E_loc(x_u)`` ->
+``E = sum_u w_u E_loc`` -> the loss whose gradient is ``2 Re sum_u w_u (E_loc(x_u) - E)^* grad
+log psi(x_u)``, through the uncached full pass (:mod:`nnqs.training.estimators`); the update is
+AdamW or minSR (:mod:`nnqs.training.sr`).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+
+from hamiltonians import MolecularHamiltonian
+from nnqs.training.estimators import EnergyEstimate, estimate_energy, local_energies, sample_weights, vmc_loss
+from nnqs.training.settings import OptimConfig, SamplerConfig
+from nnqs.training.sr import log_psi_jacobian, minsr_direction
+from nnqs.training.window import UniqueWindow
+from nnqs.wavefunction.model import TransformerWavefunction
+from samplers import SampleBatch, bas
+
+log = logging.getLogger(__name__)
+
+
+def cosine_schedule(step: int, warmup: int, span: int, final_ratio: float) -> float:
+    """Linear warm-up over ``warmup`` steps, then a cosine decay to ``final_ratio`` at ``span``."""
+    if warmup and step < warmup:
+        return (step + 1) / warmup
+    progress = min((step - warmup) / max(span - warmup, 1), 1.0)
+    return final_ratio + (1 - final_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def method_at(step: int, cfg: OptimConfig) -> str:
+    """The update rule of ``step``: ``"adamw"`` or ``"minsr"`` (after ``cfg.adamw_steps``)."""
+    return "adamw" if cfg.method == "adamw" or step < cfg.adamw_steps else "minsr"
+
+
+def learning_rate(step: int, cfg: OptimConfig) -> float:
+    """The scheduled learning rate of ``step`` (before the NaN guard's scale).
+
+    One phase: ``cfg.lr`` with warm-up and cosine decay over ``cfg.steps``. With
+    ``method = "minsr"`` and ``adamw_steps > 0``, the AdamW phase runs that schedule at
+    ``cfg.adamw_lr`` over its own steps, and the minSR phase decays ``cfg.lr`` over the rest.
+    """
+    if cfg.method == "minsr" and cfg.adamw_steps:
+        if step < cfg.adamw_steps:
+            return cfg.adamw_lr * cosine_schedule(step, cfg.warmup, cfg.adamw_steps, cfg.final_lr_ratio)
+        span = cfg.steps - cfg.adamw_steps
+        return cfg.lr * cosine_schedule(step - cfg.adamw_steps, 0, span, cfg.final_lr_ratio)
+    return cfg.lr * cosine_schedule(step, cfg.warmup, cfg.steps, cfg.final_lr_ratio)
+
+
+@dataclass
+class StepRecord:
+    step: int
+    energy: float
+    stderr: float
+    variance: float
+    n_samples: int
+    n_unique: int
+    lr: float
+    grad_norm: float
+    seconds: float
+    rolled_back: bool = False
+    method: str = "adamw"
+
+
+class Trainer:
+    """Holds everything a VMC run changes (model, optimiser, random stream, n_samples, lr scale).
+
+    ``state_dict()``/``load_state_dict()`` capture all of it, so a resumed run continues exactly
+    as an uninterrupted one would.
+    """
+
+    def __init__(self, model: TransformerWavefunction, H: MolecularHamiltonian, optim: OptimConfig,
+                 sampler: SamplerConfig, *, seed: int = 0) -> None:
+        self.model, self.H, self.optim_cfg, self.sampler_cfg = model, H, optim, sampler
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        if optim.method == "adamw" or optim.adamw_steps:
+            self.optimizers["adamw"] = torch.optim.AdamW(
+                model.parameters(), lr=optim.lr, betas=tuple(optim.betas), eps=optim.eps,
+                weight_decay=optim.weight_decay,
+            )
+        if optim.method == "minsr":
+            self.optimizers["minsr"] = torch.optim.SGD(model.parameters(), lr=optim.lr)  # theta -= lr * d
+        self.generator = torch.Generator(device=model.device).manual_seed(seed)
+        self.window = UniqueWindow(*sampler.unique_window, factor=sampler.factor) if sampler.unique_window else None
+        self.n_samples = sampler.n_samples
+        self.step = 0
+        self.lr_scale = 1.0
+        self.mark_good()
+
+    # -- one step ------------------------------------------------------------------------
+    def sample(self, n_samples: int) -> SampleBatch:
+        return bas.sample(self.model, n_samples, generator=self.generator,
+                          max_unique=self.sampler_cfg.max_unique or None,
+                          max_cache_bytes=self.sampler_cfg.max_cache_bytes)
+
+    def evaluate(self, batch: SampleBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, EnergyEstimate]:
+        """log psi (with grad), E_loc, weights and the energy estimate of a sample batch."""
+        log_psi = self.model.log_psi(batch.tokens)
+        e_loc = local_energies(self.model, self.H, batch.tokens, log_psi, self.optim_cfg.local_energy)
+        weights = sample_weights(batch, self.optim_cfg.weights).to(e_loc.device)
+        return log_psi, e_loc, weights, estimate_energy(e_loc, weights, batch.n_samples)
+
+    def train_step(self) -> StepRecord:
+        start = time.perf_counter()
+        method = method_at(self.step, self.optim_cfg)
+        optimizer = self.optimizers[method]
+        lr = self.lr_scale * learning_rate(self.step, self.optim_cfg)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        self.model.train()
+        if not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
+            # The last update broke the network: sampling from it is meaningless.
+            self._roll_back()
+            self.step += 1
+            return StepRecord(self.step - 1, math.nan, math.nan, math.nan, self.n_samples, 0, lr, math.nan,
+                              time.perf_counter() - start, rolled_back=True, method=method)
+        batch = self.sample(self.n_samples)
+        log_psi, e_loc, weights, est = self.evaluate(batch)
+        optimizer.zero_grad(set_to_none=True)
+        if method == "minsr":
+            loss = self._minsr_gradient(batch.tokens, e_loc, weights)
+        else:
+            loss = vmc_loss(log_psi, e_loc, weights, complex((weights * e_loc).sum()))
+            loss.backward()
+        clip = self.optim_cfg.clip or float("inf")
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip))
+        finite = math.isfinite(est.energy) and math.isfinite(grad_norm) and math.isfinite(float(loss.detach()))
+        if finite:
+            self.mark_good()  # these weights gave a finite energy and gradient
+            optimizer.step()
+        else:
+            self._roll_back()
+        record = StepRecord(self.step, est.energy, est.stderr, est.variance, self.n_samples, batch.n_unique,
+                            lr, grad_norm, time.perf_counter() - start, rolled_back=not finite, method=method)
+        if self.window is not None:
+            self.n_samples = self.window.update(self.n_samples, batch.n_unique)
+        self.step += 1
+        return record
+
+    def _minsr_gradient(self, tokens: torch.Tensor, e_loc: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Write the minSR direction into ``p.grad`` (the SGD step then applies ``-lr * d``)."""
+        jac = log_psi_jacobian(self.model, tokens)
+        direction, gradient = minsr_direction(jac, e_loc, weights, shift=self.optim_cfg.sr_shift)
+        offset = 0
+        for p in (p for p in self.model.parameters() if p.requires_grad):  # log_psi_jacobian's order
+            n = p.numel()
+            p.grad = direction[offset : offset + n].view_as(p).to(p.dtype)
+            offset += n
+        return gradient.norm()
+
+    # -- NaN guard -----------------------------------------------------------------------
+    def _snapshot(self) -> dict:
+        return {"model": copy.deepcopy(self.model.state_dict()),
+                "optimizers": copy.deepcopy(self._optimizer_states())}
+
+    def mark_good(self) -> None:
+        """Record the current model and optimiser as the state a non-finite step rolls back to."""
+        self._good = self._snapshot()
+
+    def _roll_back(self) -> None:
+        self.model.load_state_dict(self._good["model"])
+        self._load_optimizer_states(self._good["optimizers"])
+        self.lr_scale *= 0.5
+        log.warning("step %d: non-finite energy or gradient; rolled back to the last good state and "
+                    "halved the learning rate (scale now %.3g)", self.step, self.lr_scale)
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def _optimizer_states(self) -> dict:
+        return {name: opt.state_dict() for name, opt in self.optimizers.items()}
+
+    def _load_optimizer_states(self, states: dict) -> None:
+        if set(states) != set(self.optimizers):
+            raise KeyError(f"optimizers {sorted(states)} in the checkpoint, {sorted(self.optimizers)} configured")
+        for name, opt in self.optimizers.items():
+            opt.load_state_dict(states[name])
+
+    def state_dict(self) -> dict:
+        return {
+            "model": self.model.state_dict(),
+            "optimizers": self._optimizer_states(),
+            "generator": self.generator.get_state(),
+            "n_samples": self.n_samples,
+            "step": self.step,
+            "lr_scale": self.lr_scale,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self._load_optimizer_states(state["optimizers"])
+        self.generator.set_state(state["generator"].cpu())  # RNG states are CPU byte tensors
+        self.n_samples = int(state["n_samples"])
+        self.step = int(state["step"])
+        self.lr_scale = float(state["lr_scale"])
+        self.mark_good()

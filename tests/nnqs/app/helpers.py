@@ -1,0 +1,19 @@
+"""Shared settings and file edits for the application tests."""
+
+H2 = {"name": "h2", "geometry": "H 0 0 0; H 0 0 0.7414", "basis": "sto-3g"}
+TINY = {
+    "molecule": H2,
+    "model": {"d_model": 8, "n_layers": 1, "n_heads": 2, "phase_hidden": [8]},
+    "sampler": {"n_samples": 1000, "unique_window": [2, 3]},
+    "optim": {"steps": 6, "lr": 0.01, "warmup": 2},
+    "run": {"checkpoint_every": 2},
+}
+
+
+def shift_fcidump_value(path, indices: tuple[int, int, int, int], delta: float) -> None:
+    """Add ``delta`` to the FCIDUMP entry with these four indices (``(0, 0, 0, 0)``: the constant)."""
+    lines = path.read_text().splitlines()
+    row = next(i for i, line in enumerate(lines) if line.split()[1:] == [str(i) for i in indices])
+    value, *rest = lines[row].split()
+    lines[row] = " ".join([repr(float(value) + delta), *rest])
+    path.write_text("\n".join(lines) + "\n")

@@ -1,0 +1,30 @@
+"""``nnqs analyse`` through the real CLI: reads a run's own integrals, one-line errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from nnqs.app.run import run
+from nnqs.app.runconfig import config_from_dict
+from tests.nnqs.app.helpers import TINY, shift_fcidump_value
+
+
+def test_cli_analyse(tmp_path, monkeypatch):
+    monkeypatch.setenv("NNQS_REFERENCE_CACHE", str(tmp_path / "refs.json"))
+    result = run(config_from_dict(TINY), tmp_path / "h2", progress=False)
+    done = subprocess.run([sys.executable, "-m", "nnqs", "analyse", str(tmp_path / "h2")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    saved = json.loads((tmp_path / "h2" / "analysis.json").read_text())
+    assert saved["energy"] == pytest.approx(result["energy_exact_variational"], abs=1e-9)
+    # analyse reads the run's own integrals: shift their constant and the energies follow.
+    shift_fcidump_value(tmp_path / "h2" / "hamiltonian.fcidump", (0, 0, 0, 0), 1.0)
+    assert subprocess.run([sys.executable, "-m", "nnqs", "analyse", str(tmp_path / "h2")]).returncode == 0
+    shifted = json.loads((tmp_path / "h2" / "analysis.json").read_text())
+    assert shifted["energy"] == pytest.approx(saved["energy"] + 1.0, abs=1e-9)
+    assert shifted["exact_energy"] == pytest.approx(saved["exact_energy"] + 1.0, abs=1e-9)
+    missing = subprocess.run([sys.executable, "-m", "nnqs", "analyse", str(tmp_path / "nothing")],
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1

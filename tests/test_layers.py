@@ -1,0 +1,116 @@
+"""The import graph obeys docs/design.md §2: arrows one way between layers, no circles.
+
+Read with ``ast`` from the source files, so an import inside a function counts too.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("nnqs", "samplers", "hamiltonians")
+
+# What each part of the project may import from the project (itself always allowed).
+ALLOWED = {
+    "nnqs.wavefunction": set(),
+    "nnqs.training": {"nnqs.wavefunction", "samplers", "hamiltonians"},
+    "nnqs.app": {"nnqs.wavefunction", "nnqs.training", "samplers", "hamiltonians"},
+    "nnqs": {"nnqs.wavefunction", "nnqs.app"},  # the root package re-exports; __main__ runs the CLI
+    "samplers": set(),
+    "hamiltonians": set(),
+}
+#: Heavy optional libraries: imported only inside the functions that need them.
+LAZY = ("pyscf", "openfermion", "block2", "pyblock2")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def part_of(module: str) -> str:
+    """The most specific key of ``ALLOWED`` that ``module`` lies in."""
+    return max((k for k in ALLOWED if module == k or module.startswith(k + ".")), key=len)
+
+
+def imports(tree: ast.Module, *, top_level_only: bool) -> list[tuple[str, int]]:
+    """``(imported module, line)`` of every import (only those run at import time if asked)."""
+    nodes = ast.walk(tree)
+    if top_level_only:
+        nodes = [n for stmt in tree.body if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                 for n in ast.walk(stmt)]
+        nodes += [n for cls in tree.body if isinstance(cls, ast.ClassDef) for stmt in cls.body
+                  if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in ast.walk(stmt)]
+    found = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # `from a import b` imports module a.b if there is one, else names of module a.
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.append((sub if sub in KNOWN else node.module, node.lineno))
+    return found
+
+
+def sources():
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            yield path, module_name(path), ast.parse(path.read_text(), str(path))
+
+
+KNOWN = {module for _, module, _ in sources()}
+
+
+def test_arrows_point_one_way():
+    bad = []
+    for path, module, tree in sources():
+        here = part_of(module)
+        for target, line in imports(tree, top_level_only=False):
+            if target.split(".")[0] not in PACKAGES:
+                continue
+            there = part_of(target)
+            if there != here and there not in ALLOWED[here]:
+                bad.append(f"{path.relative_to(ROOT)}:{line}: {here} imports {target}")
+    assert not bad, "\n".join(bad)
+
+
+def test_heavy_libraries_are_imported_lazily():
+    bad = [f"{path.relative_to(ROOT)}:{line}: {target}"
+           for path, _, tree in sources() for target, line in imports(tree, top_level_only=True)
+           if target.split(".")[0] in LAZY]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_circles():
+    graph = {}
+    for _, module, tree in sources():
+        graph[module] = set()
+        for target, _ in imports(tree, top_level_only=False):
+            graph[module].add(target)
+    circles = []
+
+    def visit(node, stack, on_stack, done):
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in on_stack:
+                circles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+            elif nxt not in done and nxt in graph:
+                visit(nxt, stack, on_stack, done)
+        on_stack.discard(node)
+        stack.pop()
+        done.add(node)
+
+    done: set = set()
+    for node in sorted(graph):
+        if node not in done:
+            visit(node, [], set(), done)
+    assert not circles, "\n".join(circles)
+
+
+@pytest.mark.parametrize("rule", sorted(ALLOWED))
+def test_every_layer_has_modules(rule):
+    """The rules name real packages (a renamed folder must not silently disable them)."""
+    assert any(m == rule or m.startswith(rule + ".") for m in KNOWN)
