@@ -23,13 +23,11 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 
-from experiments.benchutil import cpu_model_name  # noqa: E402
-from nnqs.app.io import write_json  # noqa: E402
+from experiments.benchutil import save_results  # noqa: E402
 
 POINTS = [("d64", 10, 1000), ("d64", 20, 1000), ("d64", 40, 1000), ("d64", 80, 1000),
           ("d64", 10, 10000), ("d64", 20, 10000), ("d256", 10, 1000), ("d256", 20, 1000)]
@@ -121,12 +119,8 @@ def main(argv=None) -> dict:
         alloc = "/".join(f"{x['peak_allocated_bytes'] / 2**20:.0f}" if x["peak_allocated_bytes"] else "-" for x in (b, a))
         print(f"{r['model']:5s} {r['n']:3d} {r['frontier']:6d} {b['n_unique']:6d}/{a['n_unique']:<6d} "
               f"{b['seconds']:9.3f} {a['seconds']:8.3f} {r['after_over_before']:5.2f} {str(r['same_samples']):>5s} {alloc:>14s}")
-    meta = {"before": rev, "cpu": cpu_model_name(), "threads": 1, "rounds": args.rounds, "repeats": args.repeats,
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "command": " ".join(["python", *sys.argv]),
-            "timing": "time.perf_counter, best over rounds x repeats, after one warm-up call per point"}
-    payload = {"meta": meta, "results": rows}
-    write_json(args.out, payload)
-    return payload
+    return save_results(args.out, rows, before=rev, rounds=args.rounds, repeats=args.repeats,
+                        timing="time.perf_counter, best over rounds x repeats, after one warm-up call per point")
 
 
 if __name__ == "__main__":

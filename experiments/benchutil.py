@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 import platform
+import sys
 import time
 
 import torch
+
+from nnqs.app.io import write_json
 
 #: A timed run longer than this (seconds) is not repeated.
 LONG_RUN_S = 10.0
@@ -89,3 +92,13 @@ def best_of(device, repeats, fn):
         if dt > LONG_RUN_S:
             break
     return result, best, peak
+
+
+def save_results(path, results, **meta) -> dict:
+    """Write ``{"meta": ..., "results": results}`` to ``path`` atomically and return it; ``meta``
+    gets the machine (CPU model, torch version, threads), the time and the command line."""
+    meta = {"cpu": cpu_model_name(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "command": " ".join(["python", *sys.argv]), **meta}
+    payload = {"meta": meta, "results": results}
+    write_json(path, payload)
+    return payload

@@ -1,13 +1,20 @@
-"""Local energy ``E_loc(x) = sum_{x'} H_{x x'} psi(x') / psi(x)`` over a batch (DESIGN §5).
+"""Local energy ``E_loc(x) = sum_{x'} H_{x x'} psi(x') / psi(x)`` over a batch (docs/design.md §5).
 
-Two modes:
+Three modes:
 
 * ``"exact"``: every connected ``x'`` enters. The unique ``x'`` of each chunk are found on
   packed keys (``torch.unique``); those that are in the batch reuse ``log_psi_x``, the rest
   are unpacked and passed to ``log_psi_fn`` in chunks, under ``torch.no_grad()``.
+* ``"truncated"``: ``x'`` in the batch always enter (their amplitude is free); an ``x'``
+  outside it enters only when ``|H_{x x'}| >= threshold`` (the truncated local energy of Liu
+  and Clark). ``threshold = 0`` is ``"exact"``; a huge one is ``"sampled"``.
 * ``"sampled"``: only ``x'`` that are in the batch (the sampled set) enter, with their
   ``log_psi_x``; ``log_psi_fn`` is not called at all when ``log_psi_x`` is given. This is the
   approximation NAQS and QiankunNet use.
+
+The amplitudes of ``x'`` outside the batch come from ``log_psi_fn(occ')``, or, when given,
+from ``connected_log_psi_fn(occ', parent)``, where ``parent`` is a row of the batch that
+``x'`` is connected to (a model can then reuse what it computed for that row, e.g. its KV cache).
 
 Memory is bounded by ``chunk`` (connected elements held at once) and ``psi_chunk``
 (configurations per ``log_psi_fn`` call).
@@ -27,9 +34,10 @@ __all__ = ["LocalEnergyResult", "local_energy", "MODES"]
 
 logger = logging.getLogger(__name__)
 
-MODES = ("exact", "sampled")
+MODES = ("exact", "truncated", "sampled")
 
 LogPsiFn = Callable[[torch.Tensor], torch.Tensor]
+ConnectedLogPsiFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 @dataclass
@@ -38,8 +46,9 @@ class LocalEnergyResult:
 
     Attributes:
         e_loc: complex ``[B]`` local energies, on H's device.
-        mode: ``"exact"`` or ``"sampled"``.
+        mode: ``"exact"``, ``"truncated"`` or ``"sampled"``.
         n_connected: nonzero off-diagonal elements summed over the batch.
+        n_kept: of those, the ones that entered ``e_loc``.
         n_unique: unique connected ``x'`` whose amplitude entered (exact mode: union over
             chunks, counted per chunk; sampled mode: connected elements kept).
         n_evaluated: configurations passed to ``log_psi_fn`` (batch included if it had to be).
@@ -50,13 +59,21 @@ class LocalEnergyResult:
     n_connected: int = 0
     n_unique: int = 0
     n_evaluated: int = 0
+    n_kept: int = 0
+
+    @property
+    def kept_fraction(self) -> float:
+        """Fraction of the connected elements that entered (1 in exact mode)."""
+        return self.n_kept / self.n_connected if self.n_connected else 1.0
 
 
-def _eval_log_psi(fn: LogPsiFn, occ: torch.Tensor, psi_chunk: int) -> torch.Tensor:
+def _eval_log_psi(fn, occ: torch.Tensor, psi_chunk: int, parent: torch.Tensor | None = None) -> torch.Tensor:
+    """``fn`` over ``occ`` in chunks of ``psi_chunk`` rows (with the rows of ``parent`` if given)."""
     outs = []
     with torch.no_grad():
         for s in range(0, occ.shape[0], psi_chunk):
-            out = torch.as_tensor(fn(occ[s : s + psi_chunk]))
+            args = (occ[s : s + psi_chunk],) if parent is None else (occ[s : s + psi_chunk], parent[s : s + psi_chunk])
+            out = torch.as_tensor(fn(*args))
             if out.shape != (min(psi_chunk, occ.shape[0] - s),):
                 raise ValueError(f"log_psi_fn must return shape [M], got {tuple(out.shape)}")
             outs.append(out)
@@ -72,6 +89,8 @@ def local_energy(
     *,
     mode: str = "exact",
     log_psi_x: torch.Tensor | None = None,
+    threshold: float = 0.0,
+    connected_log_psi_fn: ConnectedLogPsiFn | None = None,
     chunk: int | None = None,
     psi_chunk: int = 8192,
     eps: float = 1e-12,
@@ -85,9 +104,13 @@ def local_energy(
         log_psi_fn: ``occ'[M, 2N] -> complex log psi [M]``; called with ``occ``'s dtype and
             device, under ``torch.no_grad()``. Needed in exact mode, and in sampled mode
             only when ``log_psi_x`` is not given.
-        mode: ``"exact"`` (all connected x') or ``"sampled"`` (only x' in the batch).
+        mode: ``"exact"`` (all connected x'), ``"truncated"`` (x' in the batch, and the others
+            with ``|H_{x x'}| >= threshold``) or ``"sampled"`` (only x' in the batch).
         log_psi_x: complex ``[B]`` log psi of ``occ`` itself, if the caller has it
             (detached here; saves one network pass).
+        threshold: the truncated mode's cut on ``|H_{x x'}|`` (Hartree).
+        connected_log_psi_fn: ``(occ'[M, 2N], parent[M]) -> complex log psi [M]``, used instead
+            of ``log_psi_fn`` for ``x'`` outside the batch; ``parent`` indexes ``occ``.
         chunk: connected elements held at once (default ``H.chunk_size``).
         psi_chunk: configurations per ``log_psi_fn`` call.
         eps: connections with ``|H_{x x'}| <= eps`` are skipped (default 1e-12 drops the
@@ -98,6 +121,8 @@ def local_energy(
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if not threshold >= 0:
+        raise ValueError(f"threshold must be >= 0, got {threshold}")
     occ_in = torch.as_tensor(occ)
     occ_u8 = as_occupation(occ_in, H.n_spin_orbitals)
     b = occ_u8.shape[0]
@@ -117,7 +142,7 @@ def local_energy(
 
     e_loc = H.diagonal(occ_u8).to(cdtype)
     x_keys = pack_occupations(occ_u8.to(H.device))
-    n_conn = n_uniq = 0
+    n_conn = n_uniq = n_kept = 0
     for _, keys, vals, rows in H.connected_keys(occ_u8, chunk=chunk, eps=eps):
         m = keys.shape[0]
         if m == 0:
@@ -135,6 +160,9 @@ def local_energy(
             lp = log_psi_x[pos[keep]]
             vals, rows = vals[keep], rows[keep]
         else:
+            if mode == "truncated":
+                keep = (in_batch[inv_c] >= 0) | (vals.abs() >= threshold)
+                vals, rows, inv_c = vals[keep], rows[keep], inv_c[keep]
             lp_u = torch.zeros(u, dtype=cdtype, device=H.device)
             lp_u[inv_x] = log_psi_x
             need = torch.zeros(u, dtype=torch.bool, device=H.device)
@@ -143,17 +171,23 @@ def local_energy(
             need &= in_batch < 0
             ids = torch.nonzero(need)[:, 0]
             if ids.numel():
-                if log_psi_fn is None:
-                    raise ValueError("exact mode needs log_psi_fn for configurations outside the batch")
-                xp = unpack_keys(uniq[ids], H.n_spin_orbitals, dtype=occ_in.dtype)
-                lp_new = _eval_log_psi(log_psi_fn, xp.to(occ_in.device), psi_chunk)
+                if log_psi_fn is None and connected_log_psi_fn is None:
+                    raise ValueError(f"{mode} mode needs log_psi_fn for configurations outside the batch")
+                xp = unpack_keys(uniq[ids], H.n_spin_orbitals, dtype=occ_in.dtype).to(occ_in.device)
+                if connected_log_psi_fn is not None:
+                    parent_u = torch.empty(u, dtype=torch.int64, device=H.device)
+                    parent_u[inv_c] = rows  # any row x' is connected to
+                    lp_new = _eval_log_psi(connected_log_psi_fn, xp, psi_chunk, parent_u[ids].to(occ_in.device))
+                else:
+                    lp_new = _eval_log_psi(log_psi_fn, xp, psi_chunk)
                 lp_u[ids] = lp_new.to(device=H.device, dtype=cdtype)
                 n_eval += ids.numel()
             lp = lp_u[inv_c]
+        n_kept += rows.numel()
         ratio = torch.exp(lp - log_psi_x[rows])
         e_loc.index_add_(0, rows, vals.to(cdtype) * ratio)
     logger.debug(
         "local_energy mode=%s B=%d connected=%d unique=%d evaluated=%d",
         mode, b, n_conn, n_uniq, n_eval,
     )
-    return LocalEnergyResult(e_loc, mode, n_conn, n_uniq, n_eval)
+    return LocalEnergyResult(e_loc, mode, n_conn, n_uniq, n_eval, n_kept)

@@ -1,4 +1,4 @@
-"""``nnqs run``: a VMC run end to end, with outputs per DESIGN §7.
+"""``nnqs run``: a VMC run end to end, with outputs per docs/design.md §7.
 
 Composes the layers below: the system (:mod:`nnqs.app.system`), the network, the supervised
 start and the trainer (:mod:`nnqs.training`). Writes into the output folder:
@@ -131,7 +131,7 @@ def _final_result(config: RunConfig, system: System, trainer: Trainer, refs: dic
     trainer.model.eval()
     batch = trainer.sample(n_eval)
     with torch.no_grad():
-        _, _, _, est = trainer.evaluate(batch)
+        est = trainer.evaluate(batch).estimate
     exact = None
     if H.n_determinants <= EXACT_ENERGY_MAX_DETERMINANTS:
         exact = exact_variational_energy(trainer.model, H)

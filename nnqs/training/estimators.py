@@ -1,7 +1,7 @@
 """VMC estimators: sample weights, local energies, the energy and its error, the loss.
 
 From BAS: unique ``x_u`` with weights ``w_u``; ``E = sum_u w_u E_loc(x_u)``; the loss's gradient
-is ``2 Re sum_u w_u (E_loc(x_u) - E)^* grad log psi(x_u)`` (DESIGN §6).
+is ``2 Re sum_u w_u (E_loc(x_u) - E)^* grad log psi(x_u)`` (docs/design.md §6).
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from hamiltonians import MolecularHamiltonian, enumerate_determinants, local_energy
+from hamiltonians import LocalEnergyResult, MolecularHamiltonian, enumerate_determinants, local_energy
+from nnqs.wavefunction.branching import branch_log_psi, prefix_state
 from nnqs.wavefunction.model import TransformerWavefunction
 from nnqs.wavefunction.tokens import occupations_to_tokens, tokens_to_occupations
 from samplers import SampleBatch
@@ -64,12 +65,50 @@ def occupation_log_psi(model: TransformerWavefunction):
     return fn
 
 
-def local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor, log_psi: torch.Tensor, mode: str) -> torch.Tensor:
-    """complex128 ``E_loc`` ``[U]`` of the sampled tokens (``log_psi`` of them given, detached)."""
+def branch_log_psi_fn(model: TransformerWavefunction, tokens: torch.Tensor):
+    """``(occ' [M, 2N], parent [M]) -> complex128 log psi [M]`` decoding each ``x'`` from the KV
+    cache of its parent sample (``tokens[parent]``), from its first changed orbital on; one full
+    pass over ``tokens`` fills the cache (see :mod:`nnqs.wavefunction.branching`), at the first
+    call: when every ``x'`` is among the samples, nothing is computed."""
+    state = []
+
+    def fn(occ: torch.Tensor, parent: torch.Tensor) -> torch.Tensor:
+        if not state:
+            state.append(prefix_state(model, tokens))
+        xp = occupations_to_tokens(occ).to(model.device)
+        return branch_log_psi(model, state[0], xp, parent.to(model.device)).to(torch.complex128)
+
+    return fn
+
+
+def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor, log_psi: torch.Tensor,
+                            mode: str, *, threshold: float = 0.0, amplitudes: str = "cache") -> LocalEnergyResult:
+    """``E_loc`` of the sampled tokens ``[U, N]`` (``log_psi`` of them given, detached), with the
+    kernel's counts (connections, how many entered, amplitudes evaluated).
+
+    Args:
+        mode, threshold: see :func:`hamiltonians.local_energy` (``"exact"``, ``"truncated"``,
+            ``"sampled"``).
+        amplitudes: how the amplitudes of connected ``x'`` outside the samples are computed:
+            ``"cache"`` (decoded from the samples' KV cache, :func:`branch_log_psi_fn`) or
+            ``"full"`` (a full pass per ``x'``). Both give the same numbers.
+    """
+    if amplitudes not in ("cache", "full"):
+        raise ValueError(f"amplitudes must be 'cache' or 'full', got {amplitudes!r}")
     occ = tokens_to_occupations(tokens).to(torch.uint8)
-    result = local_energy(H, occ, occupation_log_psi(model), mode=mode,
-                          log_psi_x=log_psi.detach().to(torch.complex128))
-    return result.e_loc.to(torch.complex128)
+    branches = None
+    if amplitudes == "cache" and mode != "sampled":
+        branches = branch_log_psi_fn(model, tokens)
+    result = local_energy(H, occ, occupation_log_psi(model), mode=mode, threshold=threshold,
+                          connected_log_psi_fn=branches, log_psi_x=log_psi.detach().to(torch.complex128))
+    result.e_loc = result.e_loc.to(torch.complex128)
+    return result
+
+
+def local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor, log_psi: torch.Tensor, mode: str,
+                   **options) -> torch.Tensor:
+    """complex128 ``E_loc`` ``[U]`` of the sampled tokens (see :func:`evaluate_local_energies`)."""
+    return evaluate_local_energies(model, H, tokens, log_psi, mode, **options).e_loc
 
 
 @torch.no_grad()

@@ -78,7 +78,13 @@ class OptimConfig:
             ``"cisd_cas"`` (around the Fermi level in energy-ordered orbitals, see
             :func:`hamiltonians.ci.cas_determinants`).
         pretrain_steps: at most this many Adam steps of the CI fit.
-        local_energy: ``"exact"`` (every connected configuration) or ``"sampled"``.
+        local_energy: ``"exact"`` (every connected configuration), ``"truncated"`` (the sampled
+            ones, and the others with ``|H_{x x'}| >= local_energy_threshold``) or
+            ``"sampled"`` (only the sampled ones); see :func:`hamiltonians.local_energy`.
+        local_energy_threshold: the truncated mode's cut on ``|H_{x x'}|`` in Hartree.
+        amplitudes: amplitudes of connected configurations outside the samples: ``"cache"``
+            (decoded from the samples' KV cache from the first changed orbital on) or
+            ``"full"`` (a full pass each); the same numbers either way.
         weights: ``"counts"`` (``c_u / n_samples``) or ``"psi2"`` (``|psi|^2`` renormalised
             over the unique samples).
     """
@@ -100,13 +106,19 @@ class OptimConfig:
     pretrain_cas: tuple[int, ...] = ()
     pretrain_steps: int = 300
     local_energy: str = "exact"
+    local_energy_threshold: float = 1e-4
+    amplitudes: str = "cache"
     weights: str = "counts"
 
     def __post_init__(self) -> None:
         if self.steps < 0 or self.lr <= 0 or self.warmup < 0:
             raise ValueError("steps >= 0, lr > 0 and warmup >= 0 are required")
-        if self.local_energy not in ("exact", "sampled"):
-            raise ValueError(f"local_energy must be 'exact' or 'sampled', got {self.local_energy!r}")
+        if self.local_energy not in ("exact", "truncated", "sampled"):
+            raise ValueError(f"local_energy must be 'exact', 'truncated' or 'sampled', got {self.local_energy!r}")
+        if not self.local_energy_threshold >= 0:
+            raise ValueError(f"local_energy_threshold must be >= 0, got {self.local_energy_threshold}")
+        if self.amplitudes not in ("cache", "full"):
+            raise ValueError(f"amplitudes must be 'cache' or 'full', got {self.amplitudes!r}")
         if self.method not in ("adamw", "minsr"):
             raise ValueError(f"method must be 'adamw' or 'minsr', got {self.method!r}")
         if not 0 <= self.adamw_steps <= self.steps or self.adamw_lr <= 0:

@@ -1,4 +1,4 @@
-"""The VMC trainer: one step is sample -> evaluate -> update (DESIGN §6).
+"""The VMC trainer: one step is sample -> evaluate -> update (docs/design.md §6).
 
 BAS samples ``x_u`` with counts ``c_u`` -> weights ``w_u`` -> local energies ``E_loc(x_u)`` ->
 ``E = sum_u w_u E_loc`` -> the loss whose gradient is ``2 Re sum_u w_u (E_loc(x_u) - E)^* grad
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from hamiltonians import MolecularHamiltonian
-from nnqs.training.estimators import EnergyEstimate, estimate_energy, local_energies, sample_weights, vmc_loss
+from nnqs.training.estimators import EnergyEstimate, estimate_energy, evaluate_local_energies, sample_weights, vmc_loss
 from nnqs.training.settings import OptimConfig, SamplerConfig
 from nnqs.training.sr import log_psi_jacobian, minsr_direction
 from nnqs.training.window import UniqueWindow
@@ -57,6 +57,14 @@ def learning_rate(step: int, cfg: OptimConfig) -> float:
 
 @dataclass
 class StepRecord:
+    """One VMC step, as written to ``metrics.csv``.
+
+    ``seconds`` is the whole step; ``sample_seconds`` (BAS), ``local_energy_seconds`` (the
+    connections and their amplitudes) and ``update_seconds`` (``log psi`` with gradients, the
+    gradient or minSR solve, the optimiser) split it. ``kept_fraction``: the share of connected
+    elements that entered the local energies (1 in exact mode).
+    """
+
     step: int
     energy: float
     stderr: float
@@ -68,6 +76,23 @@ class StepRecord:
     seconds: float
     rolled_back: bool = False
     method: str = "adamw"
+    kept_fraction: float = math.nan
+    sample_seconds: float = math.nan
+    local_energy_seconds: float = math.nan
+    update_seconds: float = math.nan
+
+
+@dataclass
+class Evaluation:
+    """A sample batch evaluated: ``log_psi`` (with gradients), ``e_loc``, ``weights`` (all
+    ``[U]``), the energy estimate, the kept fraction of connections and the local energies' time."""
+
+    log_psi: torch.Tensor
+    e_loc: torch.Tensor
+    weights: torch.Tensor
+    estimate: EnergyEstimate
+    kept_fraction: float
+    local_energy_seconds: float
 
 
 class Trainer:
@@ -101,12 +126,17 @@ class Trainer:
                           max_unique=self.sampler_cfg.max_unique or None,
                           max_cache_bytes=self.sampler_cfg.max_cache_bytes)
 
-    def evaluate(self, batch: SampleBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, EnergyEstimate]:
+    def evaluate(self, batch: SampleBatch) -> Evaluation:
         """log psi (with grad), E_loc, weights and the energy estimate of a sample batch."""
         log_psi = self.model.log_psi(batch.tokens)
-        e_loc = local_energies(self.model, self.H, batch.tokens, log_psi, self.optim_cfg.local_energy)
-        weights = sample_weights(batch, self.optim_cfg.weights).to(e_loc.device)
-        return log_psi, e_loc, weights, estimate_energy(e_loc, weights, batch.n_samples)
+        start = time.perf_counter()
+        cfg = self.optim_cfg
+        result = evaluate_local_energies(self.model, self.H, batch.tokens, log_psi, cfg.local_energy,
+                                         threshold=cfg.local_energy_threshold, amplitudes=cfg.amplitudes)
+        seconds = time.perf_counter() - start
+        weights = sample_weights(batch, cfg.weights).to(result.e_loc.device)
+        estimate = estimate_energy(result.e_loc, weights, batch.n_samples)
+        return Evaluation(log_psi, result.e_loc, weights, estimate, result.kept_fraction, seconds)
 
     def train_step(self) -> StepRecord:
         start = time.perf_counter()
@@ -123,7 +153,9 @@ class Trainer:
             return StepRecord(self.step - 1, math.nan, math.nan, math.nan, self.n_samples, 0, lr, math.nan,
                               time.perf_counter() - start, rolled_back=True, method=method)
         batch = self.sample(self.n_samples)
-        log_psi, e_loc, weights, est = self.evaluate(batch)
+        sampled = time.perf_counter()
+        evaluation = self.evaluate(batch)
+        log_psi, e_loc, weights, est = evaluation.log_psi, evaluation.e_loc, evaluation.weights, evaluation.estimate
         optimizer.zero_grad(set_to_none=True)
         if method == "minsr":
             loss = self._minsr_gradient(batch.tokens, e_loc, weights)
@@ -138,8 +170,12 @@ class Trainer:
             optimizer.step()
         else:
             self._roll_back()
+        end = time.perf_counter()
         record = StepRecord(self.step, est.energy, est.stderr, est.variance, self.n_samples, batch.n_unique,
-                            lr, grad_norm, time.perf_counter() - start, rolled_back=not finite, method=method)
+                            lr, grad_norm, end - start, rolled_back=not finite, method=method,
+                            kept_fraction=evaluation.kept_fraction, sample_seconds=sampled - start,
+                            local_energy_seconds=evaluation.local_energy_seconds,
+                            update_seconds=end - sampled - evaluation.local_energy_seconds)
         if self.window is not None:
             self.n_samples = self.window.update(self.n_samples, batch.n_unique)
         self.step += 1

@@ -1,4 +1,4 @@
-"""The per-layer key/value cache used by the cached decode path (DESIGN §3).
+"""The per-layer key/value cache used by the cached decode path (docs/design.md §3).
 
 One small object with buffers allocated once and written in place; it is never part of a
 model's ``state_dict``. Keys and values of all layers live in two tensors of shape
@@ -130,6 +130,30 @@ class KVCache:
 
     def advance(self, positions: int = 1) -> None:
         self.position += positions
+
+    def fork(self, index: torch.Tensor, position: int, *, capacity: int | None = None) -> "KVCache":
+        """A new cache whose row ``i`` holds this cache's row ``index[i]`` up to ``position``
+        (``<= self.position``): keys/values of positions ``< position`` are copied, the new
+        cache stands at ``position`` with zero electron counts (the caller knows the prefix and
+        adds them; the counts of an earlier position are not kept).
+
+        Used to continue configurations that share a prefix with cached ones.
+        """
+        if not 0 <= position <= self.position:
+            raise ValueError(f"can fork at positions 0..{self.position}, not {position}")
+        index = index.to(device=self._k.device, dtype=torch.long)
+        rows = index.numel()
+        capacity = rows if capacity is None else capacity
+        shape = (self.n_layers, capacity, self._k.shape[2], self.max_len, self._k.shape[4])
+        new = KVCache.__new__(KVCache)
+        new._k = self._k.new_empty(shape)
+        new._v = self._v.new_empty(shape)
+        new._counts = self._counts.new_zeros(2, capacity)
+        new.reset(rows)
+        torch.index_select(self._k[:, :, :, :position], 1, index, out=new._k[:, :rows, :, :position])
+        torch.index_select(self._v[:, :, :, :position], 1, index, out=new._v[:, :rows, :, :position])
+        new.position = position
+        return new
 
     def reorder(self, index: torch.Tensor, *, keep: int | None = None) -> None:
         """Gather rows in place: new row ``i`` := old row ``index[i]``; ``batch`` becomes

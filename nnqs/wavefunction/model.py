@@ -1,4 +1,4 @@
-"""The autoregressive Transformer wavefunction (DESIGN.md §3).
+"""The autoregressive Transformer wavefunction (docs/design.md §3).
 
 ``psi(x) = sqrt(p(x)) * exp(i * phi(x))`` with ``p(x) = prod_i p(t_i | t_<i)``.
 
@@ -119,12 +119,20 @@ class TransformerWavefunction(nn.Module):
     def log_conditionals(
         self, tokens: torch.Tensor, *, cache: KVCache | None = None, validate: bool = True
     ) -> torch.Tensor:
-        """One causal pass: tokens ``[B, T]`` -> ``log p(t_i = k | t_<i)`` ``[B, T, 4]``.
+        """One causal pass: tokens ``[B, T]`` -> ``log p(t_i = k | t_<i)`` ``[B, T - s, 4]`` for
+        positions ``i = s..T-1``.
 
         ``T = N`` for whole configurations; a prefix ``1 <= T < N`` gives the conditionals of its
-        first ``T`` positions (row ``i`` never reads ``t_j`` for ``j >= i``). With an empty
-        ``cache`` the pass also writes every layer's keys/values for positions ``0..T-1`` into
-        it, leaving it as ``T`` decode steps fed ``tokens[:, :T-1]`` would (see :meth:`prefill`).
+        first ``T`` positions (row ``i`` never reads ``t_j`` for ``j >= i``).
+
+        * ``cache=None`` (``s = 0``): the plain uncached pass, used by training.
+        * an empty ``cache`` (``s = 0``): the pass also writes every layer's keys/values for
+          positions ``0..T-1``, leaving the cache as ``T`` decode steps fed ``tokens[:, :T-1]``
+          would (see :meth:`prefill`).
+        * a ``cache`` at position ``s > 0`` holding the keys/values of a prefix that ``tokens``
+          shares (``tokens[:, :s-1]``): only positions ``s..T-1`` are computed, fed
+          ``tokens[:, s-1:T-1]`` (see :mod:`nnqs.wavefunction.branching`).
+
         ``validate=False`` skips the value check (which reads tensor values, so it cannot run
         under ``torch.func.vmap`` and synchronises with a GPU).
         """
@@ -136,16 +144,18 @@ class TransformerWavefunction(nn.Module):
             )
         tokens = tokens.to(device=self.device, dtype=torch.long)
         inputs = torch.cat((torch.full_like(tokens[:, :1], BOS), tokens[:, :-1]), dim=1)
+        start = 0
         if cache is not None:
-            if cache.position != 0:
-                raise ValueError(f"a prefill fills an empty cache; this one is at position {cache.position}")
+            start = cache.position
+            if start >= tokens.shape[1]:
+                raise ValueError(f"the cache is at position {start}; tokens of length {tokens.shape[1]} add nothing")
             cache.check_batch(tokens.shape[0])
-        logits = self._logits(inputs, 0, cache)
+        logits = self._logits(inputs[:, start:], start, cache)
         if cache is not None:
-            fed = inputs[:, 1:]
+            fed = inputs[:, max(start, 1):]  # BOS carries no electrons
             cache.add_electrons(token_alpha(fed).sum(dim=1), token_beta(fed).sum(dim=1))
-            cache.advance(tokens.shape[1])
-        return masked_log_softmax(logits, self.constraint.prefix_masks(tokens))
+            cache.advance(tokens.shape[1] - start)
+        return masked_log_softmax(logits, self.constraint.prefix_masks(tokens)[:, start:])
 
     def conditionals(self, tokens: torch.Tensor) -> torch.Tensor:
         """Tokens ``[B, T<=N]`` -> ``p(t_i = k | t_<i)`` ``[B, T, 4]`` (one uncached pass)."""
@@ -193,6 +203,8 @@ class TransformerWavefunction(nn.Module):
         those inputs and the electrons of ``tokens[:, :T-1]``, ready for
         ``decode_step(tokens[:, T-1])``. Returns ``p(t_i | t_<i)`` ``[B, T, 4]``.
         """
+        if cache.position != 0:
+            raise ValueError(f"a prefill fills an empty cache; this one is at position {cache.position}")
         return self.log_conditionals(tokens, cache=cache, validate=validate).exp()
 
     def decode_step(self, tokens: torch.Tensor | None, cache: KVCache, *, validate: bool = True) -> torch.Tensor:
