@@ -2,7 +2,7 @@
 
 Both diagonalise the Hamiltonian projected onto a set of determinants
 (:func:`subspace_state`, with :func:`hamiltonians.exact.hamiltonian_matrix`, so the Jordan–Wigner
-signs of DESIGN §1 hold by construction):
+signs of docs/design.md §1 hold by construction):
 
 * CISD: the Hartree–Fock determinant plus every spin-conserving single and double excitation
   of it (from :meth:`MolecularHamiltonian.connected`). Good near equilibrium.

@@ -1,6 +1,6 @@
 """Determinants: occupation vectors, packed bit keys, enumeration of the valid space.
 
-Conventions (DESIGN.md §1): ``N`` spatial orbitals, ``2N`` spin orbitals interleaved as
+Conventions (docs/design.md §1): ``N`` spatial orbitals, ``2N`` spin orbitals interleaved as
 ``p = 2*i + s`` (``s = 0`` alpha, ``s = 1`` beta). A determinant is an occupation vector
 ``occ[p] in {0, 1}``; a batch is ``occ[B, 2N]`` of any integer or bool dtype.
 

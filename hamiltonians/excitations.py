@@ -12,7 +12,7 @@ For a determinant ``x`` (``n_alpha`` alpha, ``n_beta`` beta electrons) the conne
     double  E = a+_a a+_b a_j a_i               <x'|H|x> = (g_aibj - g_ajbi) * <x'|E|x>
 
 with ``F^{s}_{AI}(x) = h_AI + sum_K n_K(x) (AI|KK) - sum_K n^{s}_K(x) (AK|KI)`` and the
-Jordan–Wigner sign ``<x'|E|x> = (-1)^parity`` from exclusive prefix counts of ``x`` (DESIGN §1)::
+Jordan–Wigner sign ``<x'|E|x> = (-1)^parity`` from exclusive prefix counts of ``x`` (docs/design.md §1)::
 
     single parity = C_i + C_a - [i<a]
     double parity = C_i + C_j - [i<j] + C_b - [i<b] - [j<b] + C_a - [i<a] - [j<a] + [b<a]

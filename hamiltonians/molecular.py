@@ -5,7 +5,7 @@
 
 ``h1[p, q] = h_pq`` ``[N, N]`` and ``eri[p, q, r, s] = (pq|rs)`` ``[N, N, N, N]`` in chemists'
 notation, ``(pq|rs) = ∫ φp*(1) φq(1) 1/r12 φr*(2) φs(2)``, real orbitals (8-fold symmetry).
-Spin orbital ``p = 2*i + s`` (DESIGN §1); matrix elements follow OpenFermion's Jordan–Wigner order.
+Spin orbital ``p = 2*i + s`` (docs/design.md §1); matrix elements follow OpenFermion's Jordan–Wigner order.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 One determinant at a time, plain Python: excitation operators are applied to the occupation
 list literally, one creation/annihilation operator at a time, with the Jordan–Wigner sign
-``(-1)^{sum_{q<p} n_q}`` of DESIGN §1. Matrix elements use the spin-orbital integrals
+``(-1)^{sum_{q<p} n_q}`` of docs/design.md §1. Matrix elements use the spin-orbital integrals
 
     g(p, q, r, s) = (PQ|RS) if spin(p) == spin(q) and spin(r) == spin(s) else 0
 

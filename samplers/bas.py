@@ -1,4 +1,4 @@
-"""Batched autoregressive sampling with KV-cached decoding over unique prefixes (DESIGN §4)."""
+"""Batched autoregressive sampling with KV-cached decoding over unique prefixes (docs/design.md §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a sampler needs from a model, and what it returns (DESIGN §3-4).
+"""What a sampler needs from a model, and what it returns (docs/design.md §3-4).
 
 Samplers know a model only through :class:`AutoregressiveModel`; they never import ``nnqs``.
 Shapes are batch first; tokens take values 0 (empty), 1 (alpha), 2 (beta), 3 (double).

@@ -1,6 +1,6 @@
 """The wavefunction layer: tokens and masks, the KV cache, attention, the Transformer model.
 
-It knows nothing of training or of run configs. Read in this order: ``tokens`` (DESIGN §1
+It knows nothing of training or of run configs. Read in this order: ``tokens`` (docs/design.md §1
 conventions, the electron constraint), ``cache``, ``attention``, ``config``, ``model``,
 ``consistency`` (cached decode against the full pass).
 """

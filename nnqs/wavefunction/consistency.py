@@ -1,6 +1,6 @@
 """Cached decode vs uncached full pass: the check behind ``nnqs check-consistency``.
 
-The equivalence the design rests on (DESIGN.md §3): for any weights and any valid prefix,
+The equivalence the design rests on (docs/design.md §3): for any weights and any valid prefix,
 row ``i`` of ``model.conditionals(x)`` equals the ``i``-th output of ``decode_step`` fed
 ``x_0 .. x_{i-1}``.
 """

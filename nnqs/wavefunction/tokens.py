@@ -1,4 +1,4 @@
-"""Spin-pair tokens and the electron-number constraint (DESIGN.md §1).
+"""Spin-pair tokens and the electron-number constraint (docs/design.md §1).
 
 Conventions
 -----------
