@@ -4,8 +4,12 @@ For N2/STO-3G (20 spin orbitals) and N2/cc-pVDZ with a frozen 1s core (52 spin o
 batch of realistic determinants (HF, its singles and doubles, and some of their doubles), this
 measures, side by side in one run:
 
-* the batched kernel (``MolecularHamiltonian.connected_keys``): connected elements/s, samples/s;
-* the full exact-mode ``local_energy`` with a cheap analytic log psi (no network), and sampled mode;
+* the PyTorch kernel (``MolecularHamiltonian.connected_keys``) and the compiled Numba kernel
+  (:mod:`hamiltonians.compiled_kernel`): connected elements/s and samples/s, both for plain
+  generation ("connected") and with each ``x'`` looked up in the batch ("screened", what the
+  local energy uses);
+* ``local_energy`` in exact, truncated (1e-3) and sampled mode with each kernel and a cheap
+  analytic log psi (no network);
 * the per-determinant Python reference (``hamiltonians.slater_condon_reference.connected_reference``) on a
   subset of the same samples;
 * peak memory: on CUDA ``torch.cuda.max_memory_allocated``; on CPU the rise of the process's
@@ -91,34 +95,50 @@ def bench_system(name, spec, *, device, batch_size, ref_samples, chunks, repeats
         "batch": b, "kernel": [], "local_energy": [],
     }
 
-    def run_kernel(chunk):
-        n = 0
-        for _, keys, vals, rows in H.connected_keys(batch, chunk=chunk):
-            n += keys.shape[0]
-        return n
+    kernels = ["torch"] + (["compiled"] if H.compiled_kernel_available() else [])
+
+    def run_kernel(chunk, kernel, what):
+        """Connected elements produced: ``connected`` is every nonzero ``(x', H_xx')`` (no batch
+        lookup); ``screened`` also finds each ``x'`` in the batch (what local energies use)."""
+        if what == "screened":
+            return sum(p[0].shape[0] for p in H.screened_connections(batch, chunk=chunk, eps=1e-12, kernel=kernel))
+        if kernel == "torch":
+            return sum(keys.shape[0] for _, keys, _, _ in H.connected_keys(batch, chunk=chunk, eps=1e-12))
+        compiled, step = H._compiled(), H.samples_per_chunk(chunk)
+        no_batch = compiled.batch_table(H.pack(batch[:0]))
+        return sum(compiled.connections(batch[s : s + step], no_batch, capacity=step * H.n_excitations,
+                                        eps=1e-12)[0].shape[0] for s in range(0, b, step))
 
     for chunk in chunks:
-        run_kernel(chunk)  # warm-up
-        best = float("inf")
-        for _ in range(repeats):
-            with PeakMemory(device) as mem:
-                n_el, dt = timed(device, lambda: run_kernel(chunk))
-            best = min(best, dt)
-        out["kernel"].append({
-            "chunk": chunk, "samples_per_chunk": H.samples_per_chunk(chunk), "connected": n_el,
-            "seconds": best, "elements_per_s": n_el / best, "samples_per_s": b / best,
-            "peak_memory_bytes": mem.peak,
-        })
-        for mode in ("exact", "sampled"):
-            lp_x = fn(batch)
-            local_energy(H, batch, fn, mode=mode, log_psi_x=lp_x, chunk=chunk)  # warm-up
-            with PeakMemory(device) as mem:
-                res, dt = timed(device, lambda: local_energy(H, batch, fn, mode=mode, log_psi_x=lp_x, chunk=chunk))
-            out["local_energy"].append({
-                "mode": mode, "chunk": chunk, "seconds": dt, "samples_per_s": b / dt,
-                "elements_per_s": res.n_connected / dt, "n_unique": res.n_unique,
-                "n_evaluated": res.n_evaluated, "peak_memory_bytes": mem.peak,
-            })
+        for kernel in kernels:
+            for what in ("connected", "screened"):
+                run_kernel(chunk, kernel, what)  # warm-up (and the compile of the compiled kernel)
+                best = float("inf")
+                for _ in range(repeats):
+                    with PeakMemory(device) as mem:
+                        n_el, dt = timed(device, lambda: run_kernel(chunk, kernel, what))
+                    best = min(best, dt)
+                out["kernel"].append({
+                    "kernel": kernel, "what": what, "chunk": chunk, "samples_per_chunk": H.samples_per_chunk(chunk),
+                    "connected": n_el, "seconds": best, "elements_per_s": n_el / best, "samples_per_s": b / best,
+                    "peak_memory_bytes": mem.peak,
+                })
+            for mode, threshold in (("exact", 0.0), ("truncated", 1e-3), ("sampled", 0.0)):
+                lp_x = fn(batch)
+
+                def run():
+                    return local_energy(H, batch, fn, mode=mode, threshold=threshold, log_psi_x=lp_x, chunk=chunk,
+                                        kernel=kernel)
+
+                run()  # warm-up
+                with PeakMemory(device) as mem:
+                    res, dt = timed(device, run)
+                out["local_energy"].append({
+                    "kernel": kernel, "mode": mode, "threshold": threshold, "chunk": chunk, "seconds": dt,
+                    "samples_per_s": b / dt, "elements_per_s": res.n_connected / dt, "n_unique": res.n_unique,
+                    "n_evaluated": res.n_evaluated, "kept_fraction": res.kept_fraction,
+                    "peak_memory_bytes": mem.peak,
+                })
     # per-determinant reference on the first ref_samples rows (CPU, plain Python)
     sub = batch[:ref_samples].cpu().tolist()
     Hc = H.to("cpu")
@@ -143,6 +163,13 @@ def bench_system(name, spec, *, device, batch_size, ref_samples, chunks, repeats
     out["max_abs_diff_vs_reference"] = worst
     best_kernel = max(out["kernel"], key=lambda k: k["samples_per_s"])
     out["speedup_kernel_vs_reference"] = best_kernel["samples_per_s"] / out["reference"]["samples_per_s"]
+
+    def best_rate(kernel, what):
+        return max(k["elements_per_s"] for k in out["kernel"] if k["kernel"] == kernel and k["what"] == what)
+
+    if "compiled" in kernels:
+        out["speedup_compiled_vs_torch"] = {w: best_rate("compiled", w) / best_rate("torch", w)
+                                            for w in ("connected", "screened")}
     best_le = max((r for r in out["local_energy"] if r["mode"] == "exact"), key=lambda r: r["samples_per_s"])
     out["speedup_exact_local_energy_vs_reference"] = best_le["samples_per_s"] / out["reference"]["samples_per_s"]
     return out
@@ -156,17 +183,21 @@ def print_table(results):
     print(f"{'system':16s} {'what':24s} {'chunk':>9s} {'elem/s':>11s} {'samples/s':>11s} {'peak MiB':>9s}")
     for r in results:
         for k in r["kernel"]:
-            print(f"{r['system']:16s} {'kernel (connected)':24s} {k['chunk']:9d} {k['elements_per_s']:11.3e} "
+            print(f"{r['system']:16s} {k['kernel'] + ' ' + k['what']:24s} {k['chunk']:9d} {k['elements_per_s']:11.3e} "
                   f"{k['samples_per_s']:11.1f} {_fmt_mem(k['peak_memory_bytes']):>9s}")
         for k in r["local_energy"]:
-            print(f"{r['system']:16s} {'local_energy ' + k['mode']:24s} {k['chunk']:9d} {k['elements_per_s']:11.3e} "
-                  f"{k['samples_per_s']:11.1f} {_fmt_mem(k['peak_memory_bytes']):>9s}")
+            print(f"{r['system']:16s} {k['kernel'] + ' E_loc ' + k['mode']:24s} {k['chunk']:9d} "
+                  f"{k['elements_per_s']:11.3e} {k['samples_per_s']:11.1f} {_fmt_mem(k['peak_memory_bytes']):>9s}")
         ref = r["reference"]
         print(f"{r['system']:16s} {'per-det reference':24s} {'-':>9s} {ref['elements_per_s']:11.3e} "
               f"{ref['samples_per_s']:11.1f} {_fmt_mem(ref['peak_memory_bytes']):>9s}")
         print(f"{r['system']:16s} speedup kernel {r['speedup_kernel_vs_reference']:.0f}x, exact local energy "
               f"{r['speedup_exact_local_energy_vs_reference']:.0f}x (batch {r['batch']}, "
               f"{r['n_excitations']} excitations/det, max |diff| {r['max_abs_diff_vs_reference']:.1e})")
+        if "speedup_compiled_vs_torch" in r:
+            sp = r["speedup_compiled_vs_torch"]
+            print(f"{r['system']:16s} compiled / torch kernel: {sp['connected']:.1f}x connected, "
+                  f"{sp['screened']:.1f}x screened (elements/s, same run)")
 
 
 def main(argv=None):

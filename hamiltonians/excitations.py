@@ -33,11 +33,12 @@ from hamiltonians.determinants import (
     as_occupation,
     bit_table,
     exclusive_cumsum,
+    lookup_keys,
     n_words,
     pack_occupations,
 )
 
-__all__ = ["KernelTensors", "diagonal", "connected_chunk", "n_excitations"]
+__all__ = ["KernelTensors", "diagonal", "connected_chunk", "screened_chunk", "n_excitations"]
 
 
 def _pairs(n: int) -> torch.Tensor:
@@ -238,3 +239,20 @@ def connected_chunk(
     mask = values.abs() > eps
     rows = torch.arange(b, device=kt.device)[:, None].expand_as(values)
     return keys[mask], values[mask], rows[mask]
+
+
+def screened_chunk(kt: KernelTensors, occ: torch.Tensor, batch_sorted: torch.Tensor, batch_rows: torch.Tensor, *,
+                   threshold: float = 0.0, eps: float = 0.0):
+    """The connections of ``occ[b, 2N]`` that a local energy needs: ``|value| > eps`` and
+    (``x'`` in the batch or ``|value| >= threshold``).
+
+    The batch is given as its sorted unique keys ``batch_sorted[D, W]`` and, for each, a batch
+    row holding it (``batch_rows[D]``). Returns ``(keys[M, W], values[M], rows[M],
+    batch_pos[M], n_nonzero)`` as :meth:`hamiltonians.compiled_kernel.CompiledKernel.connections`
+    does; this is its PyTorch version (any device) and the reference it is tested against.
+    """
+    keys, vals, rows = connected_chunk(kt, occ, eps=eps)
+    found = lookup_keys(batch_sorted, keys)
+    pos = torch.where(found >= 0, batch_rows[found.clamp(min=0)], found)
+    keep = (pos >= 0) | (vals.abs() >= threshold)
+    return keys[keep], vals[keep], rows[keep], pos[keep], int(vals.numel())

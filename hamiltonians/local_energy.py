@@ -2,9 +2,10 @@
 
 Three modes:
 
-* ``"exact"``: every connected ``x'`` enters. The unique ``x'`` of each chunk are found on
-  packed keys (``torch.unique``); those that are in the batch reuse ``log_psi_x``, the rest
-  are unpacked and passed to ``log_psi_fn`` in chunks, under ``torch.no_grad()``.
+* ``"exact"``: every connected ``x'`` enters. Those in the batch reuse ``log_psi_x`` (the
+  kernel looks each ``x'`` up in a hash table of the batch); the others are gathered over
+  chunks, made unique on packed keys (``torch.unique``) and passed to ``log_psi_fn`` in
+  chunks, under ``torch.no_grad()``.
 * ``"truncated"``: ``x'`` in the batch always enter (their amplitude is free); an ``x'``
   outside it enters only when ``|H_{x x'}| >= threshold`` (the truncated local energy of Liu
   and Clark). ``threshold = 0`` is ``"exact"``; a huge one is ``"sampled"``.
@@ -16,19 +17,22 @@ The amplitudes of ``x'`` outside the batch come from ``log_psi_fn(occ')``, or, w
 from ``connected_log_psi_fn(occ', parent)``, where ``parent`` is a row of the batch that
 ``x'`` is connected to (a model can then reuse what it computed for that row, e.g. its KV cache).
 
-Memory is bounded by ``chunk`` (connected elements held at once) and ``psi_chunk``
-(configurations per ``log_psi_fn`` call).
+The connections come from :meth:`MolecularHamiltonian.screened_connections`, which drops the
+ones a mode does not need inside the kernel. Memory is bounded by ``chunk`` (connected
+elements held at once; outside ``x'`` are gathered up to ``4 * chunk`` before they are
+evaluated) and ``psi_chunk`` (configurations per ``log_psi_fn`` call).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
-from hamiltonians.determinants import as_occupation, pack_occupations, unique_keys, unpack_keys
+from hamiltonians.determinants import as_occupation, unique_keys, unpack_keys
 
 __all__ = ["LocalEnergyResult", "local_energy", "MODES"]
 
@@ -94,6 +98,7 @@ def local_energy(
     chunk: int | None = None,
     psi_chunk: int = 8192,
     eps: float = 1e-12,
+    kernel: str = "auto",
 ) -> LocalEnergyResult:
     """Local energies of a batch of determinants.
 
@@ -116,6 +121,8 @@ def local_energy(
         eps: connections with ``|H_{x x'}| <= eps`` are skipped (default 1e-12 drops the
             symmetry-forbidden elements that round-off leaves at ~1e-17, sparing their
             ``log_psi_fn`` evaluations; 0 keeps every nonzero element).
+        kernel: ``"auto"``, ``"compiled"`` or ``"torch"``: which Slater–Condon kernel finds the
+            connections (see :meth:`MolecularHamiltonian.screened_connections`).
     Returns:
         :class:`LocalEnergyResult` with ``e_loc`` complex ``[B]`` and the mode used.
     """
@@ -141,51 +148,51 @@ def local_energy(
     log_psi_x = log_psi_x.to(cdtype)
 
     e_loc = H.diagonal(occ_u8).to(cdtype)
-    x_keys = pack_occupations(occ_u8.to(H.device))
-    n_conn = n_uniq = n_kept = 0
-    for _, keys, vals, rows in H.connected_keys(occ_u8, chunk=chunk, eps=eps):
-        m = keys.shape[0]
-        if m == 0:
-            continue
-        n_conn += m
-        uniq, inverse = unique_keys(torch.cat([x_keys, keys]))
-        u = uniq.shape[0]
-        inv_x, inv_c = inverse[:b], inverse[b:]
-        in_batch = torch.full((u,), -1, dtype=torch.int64, device=H.device)
-        in_batch[inv_x] = torch.arange(b, device=H.device)  # any copy of a duplicate will do
-        if mode == "sampled":
-            pos = in_batch[inv_c]
-            keep = pos >= 0
-            n_uniq += int(keep.sum())
-            lp = log_psi_x[pos[keep]]
-            vals, rows = vals[keep], rows[keep]
+    cut = {"exact": 0.0, "truncated": threshold, "sampled": math.inf}[mode]
+    counts = {"connected": 0, "kept": 0, "unique": 0, "evaluated": n_eval}
+    outside: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+    held = 0
+    flush = max(chunk or H.chunk_size, 1) * 4  # outside elements gathered before they are evaluated
+
+    def add(vals, rows, lp):
+        counts["kept"] += rows.numel()
+        e_loc.index_add_(0, rows, vals.to(cdtype) * torch.exp(lp - log_psi_x[rows]))
+
+    def evaluate_outside():
+        keys = torch.cat([o[0] for o in outside])
+        vals = torch.cat([o[1] for o in outside])
+        rows = torch.cat([o[2] for o in outside])
+        outside.clear()
+        if log_psi_fn is None and connected_log_psi_fn is None:
+            raise ValueError(f"{mode} mode needs log_psi_fn for configurations outside the batch")
+        uniq, inverse = unique_keys(keys)
+        xp = unpack_keys(uniq, H.n_spin_orbitals, dtype=occ_in.dtype).to(occ_in.device)
+        if connected_log_psi_fn is not None:
+            parent = torch.empty(uniq.shape[0], dtype=torch.int64, device=rows.device)
+            parent[inverse] = rows  # any row x' is connected to
+            lp_u = _eval_log_psi(connected_log_psi_fn, xp, psi_chunk, parent.to(occ_in.device))
         else:
-            if mode == "truncated":
-                keep = (in_batch[inv_c] >= 0) | (vals.abs() >= threshold)
-                vals, rows, inv_c = vals[keep], rows[keep], inv_c[keep]
-            lp_u = torch.zeros(u, dtype=cdtype, device=H.device)
-            lp_u[inv_x] = log_psi_x
-            need = torch.zeros(u, dtype=torch.bool, device=H.device)
-            need[inv_c] = True
-            n_uniq += int(need.sum())
-            need &= in_batch < 0
-            ids = torch.nonzero(need)[:, 0]
-            if ids.numel():
-                if log_psi_fn is None and connected_log_psi_fn is None:
-                    raise ValueError(f"{mode} mode needs log_psi_fn for configurations outside the batch")
-                xp = unpack_keys(uniq[ids], H.n_spin_orbitals, dtype=occ_in.dtype).to(occ_in.device)
-                if connected_log_psi_fn is not None:
-                    parent_u = torch.empty(u, dtype=torch.int64, device=H.device)
-                    parent_u[inv_c] = rows  # any row x' is connected to
-                    lp_new = _eval_log_psi(connected_log_psi_fn, xp, psi_chunk, parent_u[ids].to(occ_in.device))
-                else:
-                    lp_new = _eval_log_psi(log_psi_fn, xp, psi_chunk)
-                lp_u[ids] = lp_new.to(device=H.device, dtype=cdtype)
-                n_eval += ids.numel()
-            lp = lp_u[inv_c]
-        n_kept += rows.numel()
-        ratio = torch.exp(lp - log_psi_x[rows])
-        e_loc.index_add_(0, rows, vals.to(cdtype) * ratio)
+            lp_u = _eval_log_psi(log_psi_fn, xp, psi_chunk)
+        counts["unique"] += uniq.shape[0]
+        counts["evaluated"] += uniq.shape[0]
+        add(vals, rows, lp_u.to(device=H.device, dtype=cdtype)[inverse])
+
+    for keys, vals, rows, pos, nonzero in H.screened_connections(occ_u8, threshold=cut, eps=eps, chunk=chunk,
+                                                                  kernel=kernel):
+        counts["connected"] += nonzero
+        inside = pos >= 0
+        counts["unique"] += int(torch.unique(pos[inside]).numel())
+        add(vals[inside], rows[inside], log_psi_x[pos[inside]])
+        if mode != "sampled" and not bool(inside.all()):
+            out = ~inside
+            outside.append((keys[out], vals[out], rows[out]))
+            held += int(out.sum())
+            if held >= flush:
+                evaluate_outside()
+                held = 0
+    if outside:
+        evaluate_outside()
+    n_conn, n_uniq, n_eval, n_kept = counts["connected"], counts["unique"], counts["evaluated"], counts["kept"]
     logger.debug(
         "local_energy mode=%s B=%d connected=%d unique=%d evaluated=%d",
         mode, b, n_conn, n_uniq, n_eval,

@@ -22,9 +22,17 @@ from hamiltonians.determinants import (
     n_determinants,
     n_words,
     pack_occupations,
+    unique_keys,
     unpack_keys,
 )
-from hamiltonians.excitations import KernelTensors, connected_chunk, diagonal, n_excitations
+from hamiltonians.excitations import (
+    KernelTensors,
+    _check_counts,
+    connected_chunk,
+    diagonal,
+    n_excitations,
+    screened_chunk,
+)
 
 __all__ = ["MolecularHamiltonian", "DEFAULT_CHUNK"]
 
@@ -32,6 +40,8 @@ logger = logging.getLogger(__name__)
 
 #: Default bound on connected elements held at once by the kernel (about 100 bytes each).
 DEFAULT_CHUNK = 1 << 19
+#: ``kernel=`` choices of :meth:`MolecularHamiltonian.screened_connections`.
+KERNELS = ("auto", "compiled", "torch")
 
 
 @dataclass(eq=False)
@@ -58,6 +68,7 @@ class MolecularHamiltonian:
     source: dict[str, Any] = field(default_factory=dict)
     chunk_size: int = DEFAULT_CHUNK
     _kernel: KernelTensors | None = field(default=None, repr=False)
+    _compiled_kernel: Any = field(default=None, repr=False)  # hamiltonians.compiled_kernel.CompiledKernel
 
     def __post_init__(self):
         n = int(self.n_orbitals)
@@ -157,6 +168,66 @@ class MolecularHamiltonian:
         for start in range(0, occ.shape[0], step):
             keys, vals, rows = connected_chunk(self._kernel, occ[start : start + step], eps=eps)
             yield start, keys, vals, rows + start
+
+    def compiled_kernel_available(self) -> bool:
+        """Whether :meth:`screened_connections` can use the compiled kernel here (Numba
+        installed, integrals on the CPU, at most 126 spin orbitals)."""
+        if self.device.type != "cpu" or n_words(self.n_spin_orbitals) > 2:
+            return False
+        from hamiltonians import compiled_kernel  # imports numba, which takes a moment
+
+        return compiled_kernel.AVAILABLE
+
+    def _compiled(self):
+        if self._compiled_kernel is None:
+            from hamiltonians import compiled_kernel
+
+            self._compiled_kernel = compiled_kernel.CompiledKernel(self.h1, self.eri)
+            logger.debug("compiled kernel built: %.1f MiB of integrals and heat-bath lists",
+                         self._compiled_kernel.nbytes / 2**20)
+        return self._compiled_kernel
+
+    def screened_connections(self, occ: torch.Tensor, *, threshold: float = 0.0, eps: float = 0.0,
+                             chunk: int | None = None, kernel: str = "auto"):
+        """The connections a local energy over the batch ``occ[B, 2N]`` needs, chunk by chunk.
+
+        Keeps ``x'`` with ``|H_{x x'}| > eps`` that are in the batch or have
+        ``|H_{x x'}| >= threshold`` (0: all; ``inf``: only the batch). Yields
+        ``(keys[M, W], values[M], rows[M], batch_pos[M], n_nonzero)``: packed ``x'``,
+        ``<x'|H|x>``, the row of ``x``, a row of ``occ`` equal to ``x'`` (or -1) and how many
+        connections had ``|value| > eps`` before the threshold. At most ``chunk`` connections
+        are held at once (default ``chunk_size``).
+
+        Args:
+            kernel: ``"compiled"`` (the Numba kernel of :mod:`hamiltonians.compiled_kernel`),
+                ``"torch"`` (:func:`hamiltonians.excitations.screened_chunk`, any device) or
+                ``"auto"`` (compiled where available). Both give the same elements.
+        """
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+        if kernel == "compiled" and not self.compiled_kernel_available():
+            raise RuntimeError("the compiled kernel needs numba, integrals on the CPU and <= 126 spin orbitals")
+        occ = as_occupation(occ, self.n_spin_orbitals).to(self.device)
+        _check_counts(self._kernel, occ)
+        batch = pack_occupations(occ)
+        step = self.samples_per_chunk(chunk)
+        if kernel == "torch" or (kernel == "auto" and not self.compiled_kernel_available()):
+            batch_sorted, inverse = unique_keys(batch)
+            batch_rows = torch.empty(batch_sorted.shape[0], dtype=torch.int64, device=self.device)
+            batch_rows[inverse] = torch.arange(occ.shape[0], device=self.device)
+            for start in range(0, occ.shape[0], step):
+                keys, vals, rows, pos, nonzero = screened_chunk(
+                    self._kernel, occ[start : start + step], batch_sorted, batch_rows,
+                    threshold=threshold, eps=eps)
+                yield keys, vals, rows + start, pos, nonzero
+            return
+        ck = self._compiled()
+        table = ck.batch_table(batch)
+        for start in range(0, occ.shape[0], step):
+            part = occ[start : start + step]
+            keys, vals, rows, pos, nonzero = ck.connections(part, table, capacity=part.shape[0] * self.n_excitations,
+                                                            row_offset=start, threshold=threshold, eps=eps)
+            yield keys, vals.to(self.dtype), rows, pos, nonzero
 
     def connected(
         self, occ: torch.Tensor, *, chunk: int | None = None, eps: float = 0.0

@@ -1,4 +1,4 @@
-"""Importing the packages (and starting the CLI) loads neither PySCF nor OpenFermion."""
+"""Importing the packages (and starting the CLI) loads neither PySCF, OpenFermion nor Numba."""
 
 import subprocess
 import sys
@@ -10,7 +10,7 @@ def test_import_is_light():
         "import samplers.bas, samplers.naive, samplers.exact\n"
         "import nnqs, nnqs.training, nnqs.app.cli, nnqs.app.run\n"
         "from hamiltonians import from_pyscf, from_openfermion, to_openfermion, reference_energies\n"
-        "bad = [m for m in ('pyscf', 'openfermion') if m in sys.modules]\n"
+        "bad = [m for m in ('pyscf', 'openfermion', 'numba') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -12,3 +12,5 @@ def test_quick_benchmark_writes_json(tmp_path):
     for result in data["results"]:
         assert result["max_abs_diff_vs_reference"] < 1e-10
         assert result["speedup_kernel_vs_reference"] > 1
+        rates = {(k["kernel"], k["what"]): k["connected"] for k in result["kernel"]}
+        assert len(set(rates.values())) == 1  # every kernel produced the same number of elements
