@@ -1,7 +1,7 @@
 """Exact diagonalisation over the valid determinant space (small systems).
 
 The sparse Hamiltonian is built from the same batched kernel the local energy uses
-(:meth:`MolecularHamiltonian.diagonal` / :meth:`MolecularHamiltonian.connected_keys`), over
+(:meth:`MolecularHamiltonian.diagonal` / :meth:`MolecularHamiltonian.screened_connections`), over
 ``enumerate_determinants(N, n_alpha, n_beta)`` sorted by packed key; the lowest eigenpair comes
 from ``scipy.sparse.linalg.eigsh`` (dense ``eigh`` for tiny spaces).
 """
@@ -9,13 +9,14 @@ from ``scipy.sparse.linalg.eigsh`` (dense ``eigh`` for tiny spaces).
 from __future__ import annotations
 
 import logging
+import math
 
 import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
 import torch
 
-from hamiltonians.determinants import enumerate_determinants, lookup_keys, pack_occupations
+from hamiltonians.determinants import enumerate_determinants
 
 __all__ = [
     "enumerate_determinants",
@@ -38,7 +39,8 @@ def hamiltonian_matrix(H, dets: torch.Tensor | None = None, *, chunk: int | None
     Args:
         H: a :class:`hamiltonians.MolecularHamiltonian`.
         dets: the determinants ``[D, 2N]``; default ``enumerate_determinants`` (sorted by key).
-            Connections leaving ``dets`` are dropped (so a subset gives a projected matrix).
+            Connections leaving ``dets`` are dropped (so a subset gives a projected matrix);
+            rows must be unique.
     Returns:
         ``(matrix, dets)`` with ``dets`` uint8 ``[D, 2N]`` in the matrix's order.
     """
@@ -48,25 +50,14 @@ def hamiltonian_matrix(H, dets: torch.Tensor | None = None, *, chunk: int | None
             raise ValueError(f"determinant space of {d} exceeds MAX_DETERMINANTS={MAX_DETERMINANTS}")
         dets = enumerate_determinants(H.n_orbitals, H.n_alpha, H.n_beta)
     dets = torch.as_tensor(dets).to(torch.uint8)
-    keys = pack_occupations(dets.to(H.device))
-    order = None
-    if keys.shape[1] == 1:
-        sorted_keys, order = torch.sort(keys[:, 0])
-        sorted_keys = sorted_keys[:, None]
-    else:
-        sorted_keys = torch.unique(keys, dim=0)
-        order = lookup_keys(sorted_keys, keys)
-        order = torch.argsort(order)
     d = dets.shape[0]
     rows_l, cols_l, vals_l = [], [], []
     diag = H.diagonal(dets).double().cpu().numpy()
-    for _, k, v, r in H.connected_keys(dets, chunk=chunk):
-        pos = lookup_keys(sorted_keys, k)
-        ok = pos >= 0
-        target = order[pos[ok]]
-        rows_l.append(target.cpu().numpy())
-        cols_l.append(r[ok].cpu().numpy())
-        vals_l.append(v[ok].double().cpu().numpy())
+    # threshold inf: only the connections that stay inside dets (the kernel looks them up)
+    for _, v, r, pos, _ in H.screened_connections(dets, threshold=math.inf, chunk=chunk):
+        rows_l.append(pos.cpu().numpy())
+        cols_l.append(r.cpu().numpy())
+        vals_l.append(v.double().cpu().numpy())
     rows = np.concatenate(rows_l + [np.arange(d)])
     cols = np.concatenate(cols_l + [np.arange(d)])
     vals = np.concatenate(vals_l + [diag])

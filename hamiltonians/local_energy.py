@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -56,6 +57,8 @@ class LocalEnergyResult:
         n_unique: unique connected ``x'`` whose amplitude entered (exact mode: union over
             chunks, counted per chunk; sampled mode: connected elements kept).
         n_evaluated: configurations passed to ``log_psi_fn`` (batch included if it had to be).
+        amplitude_seconds: time spent in ``log_psi_fn`` / ``connected_log_psi_fn`` (the rest of
+            the call is the kernel, the lookups and the sums).
     """
 
     e_loc: torch.Tensor
@@ -64,6 +67,7 @@ class LocalEnergyResult:
     n_unique: int = 0
     n_evaluated: int = 0
     n_kept: int = 0
+    amplitude_seconds: float = 0.0
 
     @property
     def kept_fraction(self) -> float:
@@ -152,6 +156,7 @@ def local_energy(
     counts = {"connected": 0, "kept": 0, "unique": 0, "evaluated": n_eval}
     outside: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
     held = 0
+    timing = {"amplitudes": 0.0}
     flush = max(chunk or H.chunk_size, 1) * 4  # outside elements gathered before they are evaluated
 
     def add(vals, rows, lp):
@@ -167,12 +172,14 @@ def local_energy(
             raise ValueError(f"{mode} mode needs log_psi_fn for configurations outside the batch")
         uniq, inverse = unique_keys(keys)
         xp = unpack_keys(uniq, H.n_spin_orbitals, dtype=occ_in.dtype).to(occ_in.device)
+        start = time.perf_counter()
         if connected_log_psi_fn is not None:
             parent = torch.empty(uniq.shape[0], dtype=torch.int64, device=rows.device)
             parent[inverse] = rows  # any row x' is connected to
             lp_u = _eval_log_psi(connected_log_psi_fn, xp, psi_chunk, parent.to(occ_in.device))
         else:
             lp_u = _eval_log_psi(log_psi_fn, xp, psi_chunk)
+        timing["amplitudes"] += time.perf_counter() - start
         counts["unique"] += uniq.shape[0]
         counts["evaluated"] += uniq.shape[0]
         add(vals, rows, lp_u.to(device=H.device, dtype=cdtype)[inverse])
@@ -197,4 +204,4 @@ def local_energy(
         "local_energy mode=%s B=%d connected=%d unique=%d evaluated=%d",
         mode, b, n_conn, n_uniq, n_eval,
     )
-    return LocalEnergyResult(e_loc, mode, n_conn, n_uniq, n_eval, n_kept)
+    return LocalEnergyResult(e_loc, mode, n_conn, n_uniq, n_eval, n_kept, timing["amplitudes"])

@@ -19,11 +19,13 @@ import tempfile
 
 import numpy as np
 
-__all__ = ["reference_energies", "default_cache_path", "METHODS"]
+__all__ = ["reference_energies", "default_cache_path", "METHODS", "OPTIONAL_METHODS"]
 
 logger = logging.getLogger(__name__)
 
 METHODS = ("hf", "ccsd", "ccsd_t", "fci")
+#: Computed only when asked for: ``dmrg`` (block2, extrapolated in the discarded weight; minutes).
+OPTIONAL_METHODS = ("dmrg",)
 _SPEC_KEYS = ("geometry", "basis", "charge", "spin", "frozen_core", "active_space", "unit")
 
 
@@ -97,10 +99,26 @@ def _scf_object(H):
     return mf
 
 
+def _compute_dmrg(H, out, notes, details):
+    from hamiltonians.dmrg import dmrg_available, dmrg_energy
+
+    if not dmrg_available():
+        notes["dmrg"] = "block2 is not installed (pip install 'nnqs[dmrg]')"
+        return
+    result = dmrg_energy(H)
+    out["dmrg"] = result.energy
+    details["dmrg"] = result.to_dict()
+
+
 def _compute(H, methods, fci_max_determinants):
+    out, notes, details = {}, {}, {}
+    if "dmrg" in methods:
+        _compute_dmrg(H, out, notes, details)
+        methods = [m for m in methods if m != "dmrg"]
+    if not methods:
+        return out, notes, details
     from pyscf import cc, fci
 
-    out, notes = {}, {}
     mf = None
     try:
         mf = _scf_object(H)
@@ -142,7 +160,7 @@ def _compute(H, methods, fci_max_determinants):
                 H.n_orbitals, (H.n_alpha, H.n_beta), ecore=float(H.constant),
             )
             out["fci"] = float(e)
-    return out, notes
+    return out, notes, details
 
 
 def reference_energies(
@@ -159,16 +177,20 @@ def reference_energies(
         H_or_spec: a :class:`MolecularHamiltonian`, or a dict of :func:`from_pyscf` keyword
             arguments (``geometry``, ``basis``, optional ``charge``, ``spin``, ``frozen_core``,
             ``active_space``).
-        methods: subset of ``("hf", "ccsd", "ccsd_t", "fci")``.
+        methods: subset of ``("hf", "ccsd", "ccsd_t", "fci", "dmrg")``; ``dmrg`` (block2,
+            see :mod:`hamiltonians.dmrg`) is the extrapolated energy.
         cache_path: JSON cache file; ``None`` -> :func:`default_cache_path`; ``False`` -> none.
     Returns:
-        ``{method: float | None, ..., "notes": {method: reason}}``; ``hf`` is the energy of
-        the HF determinant (lowest n_alpha/n_beta orbitals) of ``H``.
+        ``{method: float | None, ..., "notes": {method: reason}, "details": {method: dict}}``;
+        ``hf`` is the energy of the HF determinant (lowest n_alpha/n_beta orbitals) of ``H``;
+        ``details["dmrg"]`` holds the bond dimensions, discarded weights, sweep energies and
+        the extrapolation's uncertainty. A DMRG that could not run (block2 missing) is not
+        cached, so it runs once block2 is installed.
     """
     methods = tuple(methods)
-    unknown = set(methods) - set(METHODS)
+    unknown = set(methods) - set(METHODS) - set(OPTIONAL_METHODS)
     if unknown:
-        raise ValueError(f"unknown reference methods {sorted(unknown)}; choose from {METHODS}")
+        raise ValueError(f"unknown reference methods {sorted(unknown)}; choose from {METHODS + OPTIONAL_METHODS}")
     if isinstance(H_or_spec, dict):
         from hamiltonians.pyscf_io import from_pyscf
 
@@ -180,20 +202,27 @@ def reference_energies(
     key = _cache_key(H)
     cache = _load(cache_path) if cache_path else {}
     entry = cache.get(key, {"energies": {}, "notes": {}})
+    entry.setdefault("details", {})
     todo = [m for m in methods if recompute or m not in entry["energies"]]
     if todo:
         logger.info("computing reference energies %s for %s", todo, key[:80])
-        energies, notes = _compute(H, todo, fci_max_determinants)
+        energies, notes, details = _compute(H, todo, fci_max_determinants)
         for m in todo:
             entry["energies"][m] = energies.get(m)
             if m in notes:
                 entry["notes"][m] = notes[m]
             else:
                 entry["notes"].pop(m, None)
+            if m in details:
+                entry["details"][m] = details[m]
+        uncached = entry["notes"].get("dmrg", "").startswith("block2 is not installed")
+        if cache_path and uncached:  # try again once block2 is there
+            entry = {**entry, "energies": {k: v for k, v in entry["energies"].items() if k != "dmrg"}}
         if cache_path:
             cache = _load(cache_path)
             cache[key] = entry
             _save(cache_path, cache)
     result = {m: entry["energies"].get(m) for m in methods}
     result["notes"] = {m: entry["notes"][m] for m in methods if m in entry["notes"]}
+    result["details"] = {m: entry["details"][m] for m in methods if m in entry["details"]}
     return result

@@ -46,18 +46,20 @@ class MetricsLog:
 
 
 def plot_convergence(path: str | Path, steps: list[int], energies: list[float], references: dict, title: str) -> None:
-    """Energy per step with HF/CCSD(T)/FCI lines, and |E - E_FCI| on a log axis with the
-    chemical-accuracy band."""
+    """Energy per step with HF/CCSD(T)/FCI/DMRG lines, and |E - E_ref| (FCI, else extrapolated
+    DMRG) on a log axis with the chemical-accuracy band."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fci = references.get("fci")
+    exact_name = "FCI" if references.get("fci") is not None else "DMRG"
+    fci = references.get("fci") if references.get("fci") is not None else references.get("dmrg")
     fig, axes = plt.subplots(2 if fci is not None else 1, 1, figsize=(7, 7 if fci is not None else 4), squeeze=False)
     ax = axes[0, 0]
     ax.plot(steps, energies, lw=1, label="NNQS")
-    styles = {"hf": ("HF", "tab:red", "--"), "ccsd_t": ("CCSD(T)", "tab:green", "-."), "fci": ("FCI", "k", ":")}
+    styles = {"hf": ("HF", "tab:red", "--"), "ccsd_t": ("CCSD(T)", "tab:green", "-."), "fci": ("FCI", "k", ":"),
+              "dmrg": ("DMRG (extrapolated)", "tab:purple", ":")}
     for key, (label, color, ls) in styles.items():
         if references.get(key) is not None:
             ax.axhline(references[key], color=color, ls=ls, lw=1, label=f"{label} {references[key]:.6f}")
@@ -73,12 +75,12 @@ def plot_convergence(path: str | Path, steps: list[int], energies: list[float], 
     if fci is not None:
         ax = axes[1, 0]
         errors = [max(abs(e - fci), 1e-7) for e in energies]
-        ax.semilogy(steps, errors, lw=1, label="|E - E_FCI|")
+        ax.semilogy(steps, errors, lw=1, label=f"|E - E_{exact_name}|")
         ax.axhspan(1e-7, CHEMICAL_ACCURACY_HA, color="tab:green", alpha=0.15, label="chemical accuracy (1.6 mHa)")
         if references.get("ccsd_t") is not None:
             ax.axhline(max(abs(references["ccsd_t"] - fci), 1e-7), color="tab:green", ls="-.", lw=1, label="CCSD(T) error")
         ax.set_xlabel("step")
-        ax.set_ylabel("|E - E_FCI| (Ha)")
+        ax.set_ylabel(f"|E - E_{exact_name}| (Ha)")
         ax.legend(fontsize=8)
     fig.tight_layout()
     atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))

@@ -64,7 +64,7 @@ def run(
         raise ConfigError(f"--resume: no checkpoint at {ckpt_path}")
     system = run_system(config.molecule, out, resume=resume)
     H = system.hamiltonian.to(device=config.run.device)
-    refs = {k: system.references.get(k) for k in ("hf", "ccsd", "ccsd_t", "fci")}
+    refs = {k: system.references.get(k) for k in ("hf", "ccsd", "ccsd_t", "fci", "dmrg")}
     model = build_model(config.model, system).to(config.run.device)
     trainer = Trainer(model, H, config.optim, config.sampler, seed=config.run.seed)
 
@@ -148,6 +148,8 @@ def _final_result(config: RunConfig, system: System, trainer: Trainer, refs: dic
         "error_vs_fci_mha": None if fci is None else 1e3 * (est.energy - fci),
         "exact_error_vs_fci_mha": None if fci is None or exact is None else 1e3 * (exact - fci),
         "error_vs_ccsd_t_mha": None if refs.get("ccsd_t") is None else 1e3 * (est.energy - refs["ccsd_t"]),
+        "error_vs_dmrg_mha": None if refs.get("dmrg") is None else 1e3 * (est.energy - refs["dmrg"]),
+        "dmrg": system.references.get("details", {}).get("dmrg"),
         "steps": trainer.step,
         "n_samples": batch.n_samples,
         "n_unique": batch.n_unique,

@@ -18,6 +18,7 @@ import torch
 from hamiltonians import MolecularHamiltonian, from_pyscf, read_fcidump, reference_energies, write_fcidump
 from hamiltonians.determinants import hf_occupation_in_order
 from hamiltonians.molecular import permute_orbitals
+from hamiltonians.reference_energies import METHODS
 from nnqs.app.runconfig import ConfigError, MoleculeConfig
 from nnqs.wavefunction.config import ModelConfig
 from nnqs.wavefunction.model import TransformerWavefunction
@@ -43,7 +44,9 @@ class System:
         order: ``order[i]`` is the original spatial orbital placed at position ``i``.
         hf_occupation: uint8 ``[2N]``, the Hartree–Fock determinant in this order (the lowest
             original orbitals occupied, wherever the order puts them).
-        references: ``{"hf", "ccsd", "ccsd_t", "fci"}`` energies (None where unavailable).
+        references: ``{"hf", "ccsd", "ccsd_t", "fci"}`` energies (None where unavailable), and
+            ``"dmrg"`` beyond FCI; ``"notes"`` and ``"details"`` as from
+            :func:`hamiltonians.reference_energies`.
     """
 
     hamiltonian: MolecularHamiltonian
@@ -119,12 +122,18 @@ def _ordered_system(config: MoleculeConfig, H: MolecularHamiltonian, references:
     """References of the original integrals ``H``, then ``H`` moved into ``config``'s order."""
     refs: dict = {}
     if references:
-        refs = reference_energies(H, fci_max_determinants=fci_max_determinants)
+        methods = METHODS
+        if H.n_determinants > fci_max_determinants:  # beyond FCI: DMRG is the reference
+            methods = METHODS + ("dmrg",)
+            log.info("%.3g determinants: beyond FCI, the reference is DMRG (block2)", H.n_determinants)
+        refs = reference_energies(H, methods, fci_max_determinants=fci_max_determinants)
+        if "dmrg" in refs.get("notes", {}):
+            log.warning("no DMRG reference: %s", refs["notes"]["dmrg"])
     order = resolve_order(config.orbital_order, H.n_orbitals)
     if order != list(range(H.n_orbitals)):
         H = permute_orbitals(H, order)
     log.info("system %s: N=%d, (%d, %d) electrons, references %s", config.name, H.n_orbitals, H.n_alpha, H.n_beta,
-             {k: v for k, v in refs.items() if k != "notes"})
+             {k: v for k, v in refs.items() if k not in ("notes", "details")})
     return System(H, order, refs)
 
 

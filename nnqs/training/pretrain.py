@@ -40,25 +40,37 @@ def pretrain_to_state(
     steps: int = 300,
     lr: float = 3e-3,
     target_fidelity: float = 0.999,
+    max_determinants: int | None = None,
 ) -> float:
     """Fit ``model`` to the real or complex wavefunction ``coefficients`` ``[D]`` on ``tokens``
-    ``[D, N]``; stop early once the fidelity reaches ``target_fidelity``. Returns the fidelity."""
-    tokens = tokens.to(model.device)
-    c = coefficients.to(model.device)
+    ``[D, N]``; stop early once the fidelity reaches ``target_fidelity``. Returns the fidelity
+    with the whole target.
+
+    ``max_determinants``: fit only the largest-``|c|`` determinants of a bigger target (the ones
+    carrying most of its weight, renormalised), so each Adam step costs one pass over at most
+    that many; ``None`` fits all ``D``.
+    """
+    full_tokens, full_c = tokens.to(model.device), coefficients.to(model.device)
+    tokens, c = full_tokens, full_c
+    if max_determinants is not None and tokens.shape[0] > max_determinants:
+        top = torch.argsort(c.abs(), descending=True)[:max_determinants]
+        tokens, c = tokens[top], c[top] / c[top].norm()
+        log.info("pretraining on the %d largest of %d determinants (%.6f of the weight)", max_determinants,
+                 full_c.shape[0], float(full_c[top].abs().square().sum() / full_c.abs().square().sum()))
     weight = (c.abs() ** 2 / (c.abs() ** 2).sum()).to(model.dtype)
     angle = torch.angle(c.to(torch.complex128)).to(model.dtype)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    value = fidelity(model, tokens, c)
+    c_conj = c.to(torch.complex128).conj()
     for step in range(steps):
-        if value >= target_fidelity:
-            break
         optimizer.zero_grad()
         log_psi = model.log_psi(tokens)
+        # the fidelity of the current parameters, from the same pass as the loss
+        if float((c_conj * torch.exp(log_psi.detach().to(torch.complex128))).sum().abs() ** 2) >= target_fidelity:
+            break
         loss = -(weight * 2 * log_psi.real).sum() + (weight * (1 - torch.cos(log_psi.imag - angle))).sum()
         loss.backward()
         optimizer.step()
-        value = fidelity(model, tokens, c)
-    value = fidelity(model, tokens, c)
+    value = fidelity(model, full_tokens, full_c)
     log.info("pretraining: fidelity %.6f with the target after at most %d steps", value, steps)
     return value
 
@@ -97,6 +109,7 @@ def pretrain(model, H, settings: OptimConfig, *, hf_occupation: torch.Tensor, or
     elif settings.pretrain != "none":
         state = start_state(H, settings, hf_occupation=hf_occupation, order=order)
         tokens = occupations_to_tokens(state.dets.long())
-        value = pretrain_to_state(model, tokens, state.coefficients, steps=settings.pretrain_steps)
+        value = pretrain_to_state(model, tokens, state.coefficients, steps=settings.pretrain_steps,
+                                  max_determinants=settings.pretrain_max_determinants or None)
         log.info("%s start: E = %.8f over %d determinants, fidelity %.5f", settings.pretrain, state.energy,
                  state.dets.shape[0], value)

@@ -62,7 +62,9 @@ class StepRecord:
     ``seconds`` is the whole step; ``sample_seconds`` (BAS), ``local_energy_seconds`` (the
     connections and their amplitudes) and ``update_seconds`` (``log psi`` with gradients, the
     gradient or minSR solve, the optimiser) split it. ``kept_fraction``: the share of connected
-    elements that entered the local energies (1 in exact mode).
+    elements that entered the local energies (1 in exact mode); ``n_amplitudes``: connected
+    configurations outside the samples whose amplitudes were computed, which took
+    ``amplitude_seconds`` of ``local_energy_seconds``.
     """
 
     step: int
@@ -77,8 +79,10 @@ class StepRecord:
     rolled_back: bool = False
     method: str = "adamw"
     kept_fraction: float = math.nan
+    n_amplitudes: int = 0
     sample_seconds: float = math.nan
     local_energy_seconds: float = math.nan
+    amplitude_seconds: float = math.nan
     update_seconds: float = math.nan
 
 
@@ -93,6 +97,8 @@ class Evaluation:
     estimate: EnergyEstimate
     kept_fraction: float
     local_energy_seconds: float
+    n_amplitudes: int = 0
+    amplitude_seconds: float = 0.0
 
 
 class Trainer:
@@ -136,7 +142,8 @@ class Trainer:
         seconds = time.perf_counter() - start
         weights = sample_weights(batch, cfg.weights).to(result.e_loc.device)
         estimate = estimate_energy(result.e_loc, weights, batch.n_samples)
-        return Evaluation(log_psi, result.e_loc, weights, estimate, result.kept_fraction, seconds)
+        return Evaluation(log_psi, result.e_loc, weights, estimate, result.kept_fraction, seconds,
+                          result.n_evaluated, result.amplitude_seconds)
 
     def train_step(self) -> StepRecord:
         start = time.perf_counter()
@@ -175,6 +182,7 @@ class Trainer:
                             lr, grad_norm, end - start, rolled_back=not finite, method=method,
                             kept_fraction=evaluation.kept_fraction, sample_seconds=sampled - start,
                             local_energy_seconds=evaluation.local_energy_seconds,
+                            n_amplitudes=evaluation.n_amplitudes, amplitude_seconds=evaluation.amplitude_seconds,
                             update_seconds=end - sampled - evaluation.local_energy_seconds)
         if self.window is not None:
             self.n_samples = self.window.update(self.n_samples, batch.n_unique)

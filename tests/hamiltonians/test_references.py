@@ -44,7 +44,7 @@ def test_open_shell_and_missing_fci(molecules, tmp_path):
 def test_spec_dict_and_bad_method(tmp_path):
     spec = {"geometry": GEOMETRIES["H2"], "basis": "sto-3g"}
     refs = reference_energies(spec, methods=("hf", "fci"), cache_path=tmp_path / "r.json")
-    assert set(refs) == {"hf", "fci", "notes"}
+    assert set(refs) == {"hf", "fci", "notes", "details"}
     assert refs["fci"] < refs["hf"]
     with pytest.raises(ValueError, match="unknown"):
         reference_energies(spec, methods=("mp2",), cache_path=False)

@@ -21,3 +21,17 @@ def test_cisd_pretraining_reaches_the_target_and_lowers_the_energy():
     assert after == fidelity(model, tokens, state.coefficients)
     # A state with fidelity 0.99 to CISD lies well below HF.
     assert exact_variational_energy(model, H) < H.hf_energy() - 5e-3
+
+
+def test_fit_on_the_largest_determinants_reports_the_fidelity_with_the_whole_target():
+    H = from_pyscf("Li 0 0 0; H 0 0 1.5949", "sto-3g")
+    state = cisd(H)
+    tokens = occupations_to_tokens(state.dets.long())
+    c = state.coefficients
+    model = make_model(H.n_orbitals, H.n_alpha, H.n_beta, seed=1, dtype="float64", d_model=16,
+                       n_layers=2, n_heads=2, phase_hidden=(32,))
+    after = pretrain_to_state(model, tokens, c, steps=150, lr=1e-2, target_fidelity=0.9999, max_determinants=4)
+    top = torch.argsort(c.abs(), descending=True)[:4]
+    on_top = fidelity(model, tokens[top], c[top] / c[top].norm())
+    assert after == fidelity(model, tokens, c)
+    assert on_top > 0.99 and after < on_top  # the fit saw only the 4 largest; the rest of the weight is missed

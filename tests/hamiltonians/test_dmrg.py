@@ -1,0 +1,43 @@
+"""DMRG references (block2): equal to FCI where FCI exists; the extrapolation; missing block2."""
+
+import json
+
+import numpy as np
+import pytest
+
+from hamiltonians import reference_energies
+from hamiltonians import dmrg as dmrg_module
+from hamiltonians.dmrg import dmrg_available, dmrg_energy, extrapolate
+from hamiltonians.exact import ground_state_energy
+
+
+def test_linear_extrapolation_in_the_discarded_weight():
+    dw = np.array([4e-5, 2e-5, 1e-5])
+    energies = -100.0 + 3.0 * dw
+    e0, err, points = extrapolate(dw, energies)
+    assert abs(e0 + 100.0) < 1e-12 and points == 3
+    assert err == pytest.approx((energies.min() + 100.0) / 5, rel=1e-9)
+    assert extrapolate([0.0, 0.0], [-1.0, -1.0]) == (-1.0, 0.0, 2)  # converged: nothing to fit
+
+
+@pytest.mark.skipif(not dmrg_available(), reason="block2 not installed")
+def test_dmrg_equals_fci_and_is_cached(molecules, tmp_path):
+    H = molecules("H2O")
+    result = dmrg_energy(H, bond_dims=(20, 40, 80), threads=1)
+    fci = ground_state_energy(H)
+    assert abs(result.energy - fci) < 1e-6 and result.variational >= fci - 1e-9
+    assert result.bond_dims == (20, 40, 80) and len(result.discarded_weights) == 3
+    path = tmp_path / "refs.json"
+    refs = reference_energies(H, ("hf", "dmrg"), cache_path=path)
+    assert abs(refs["dmrg"] - fci) < 1e-6 and refs["details"]["dmrg"]["bond_dims"][-1] == 1000
+    saved = json.loads(path.read_text())
+    assert any("dmrg" in entry["details"] for entry in saved.values())
+
+
+def test_without_block2_the_reference_is_a_note_and_not_cached(molecules, tmp_path, monkeypatch):
+    H = molecules("H2")
+    monkeypatch.setattr(dmrg_module, "dmrg_available", lambda: False)
+    path = tmp_path / "refs.json"
+    refs = reference_energies(H, ("dmrg",), cache_path=path)
+    assert refs["dmrg"] is None and "pip install 'nnqs[dmrg]'" in refs["notes"]["dmrg"]
+    assert all("dmrg" not in entry["energies"] for entry in json.loads(path.read_text()).values())
