@@ -110,7 +110,7 @@ def bench_system(name: str, order: str, *, n_samples: int, eps_list, pretrain_st
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--systems", default="n2_sto3g,h2o_631g")
-    p.add_argument("--orders", default="given,reversed")
+    p.add_argument("--orders", default="given,reversed,frontier_last")
     p.add_argument("--n-samples", type=int, default=100_000)
     p.add_argument("--eps", default="1e-5,1e-4,1e-3,1e-2")
     p.add_argument("--pretrain-steps", type=int, default=300)

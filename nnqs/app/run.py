@@ -20,7 +20,7 @@ from nnqs.app.io import load_checkpoint, save_checkpoint, write_json
 from nnqs.app.report import MetricsLog, plot_convergence
 from nnqs.app.runconfig import ConfigError, RunConfig, check_device
 from nnqs.app.system import System, build_model, run_system
-from nnqs.training.estimators import exact_variational_energy
+from nnqs.training.estimators import estimate_energy, evaluate_local_energies, exact_variational_energy
 from nnqs.training.pretrain import pretrain
 from nnqs.training.trainer import Trainer
 
@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 
 #: Largest determinant space for which result.json also gets the exact variational energy.
 EXACT_ENERGY_MAX_DETERMINANTS = 200_000
+#: The final evaluation repeats its local energies in exact mode (to report the truncation's
+#: bias on the same samples) when the samples have at most this many excitations in all.
+BIAS_CHECK_MAX_EXCITATIONS = 20_000_000
 
 
 def run(
@@ -131,7 +134,14 @@ def _final_result(config: RunConfig, system: System, trainer: Trainer, refs: dic
     trainer.model.eval()
     batch = trainer.sample(n_eval)
     with torch.no_grad():
-        est = trainer.evaluate(batch).estimate
+        evaluation = trainer.evaluate(batch)
+    est = evaluation.estimate
+    bias = None
+    if config.optim.local_energy == "truncated" and batch.n_unique * H.n_excitations <= BIAS_CHECK_MAX_EXCITATIONS:
+        with torch.no_grad():
+            exact_mode = evaluate_local_energies(trainer.model, H, batch.tokens, evaluation.log_psi, "exact",
+                                                 amplitudes=config.optim.amplitudes)
+        bias = 1e3 * (est.energy - estimate_energy(exact_mode.e_loc, evaluation.weights, batch.n_samples).energy)
     exact = None
     if H.n_determinants <= EXACT_ENERGY_MAX_DETERMINANTS:
         exact = exact_variational_energy(trainer.model, H)
@@ -144,6 +154,9 @@ def _final_result(config: RunConfig, system: System, trainer: Trainer, refs: dic
         "energy_stderr": est.stderr,
         "variance": est.variance,
         "energy_exact_variational": exact,
+        "local_energy": config.optim.local_energy,
+        "kept_fraction": evaluation.kept_fraction,
+        "truncation_bias_mha": bias,
         "references": refs,
         "error_vs_fci_mha": None if fci is None else 1e3 * (est.energy - fci),
         "exact_error_vs_fci_mha": None if fci is None or exact is None else 1e3 * (exact - fci),

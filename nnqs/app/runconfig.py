@@ -49,8 +49,9 @@ class MoleculeConfig:
         frozen_core: lowest spatial orbitals kept doubly occupied.
         active_space: ``[n_electrons, n_orbitals]`` window above the core, or empty.
         fcidump: path of an FCIDUMP file (instead of ``geometry``); electrons from its header.
-        orbital_order: ``"given"``, ``"reversed"`` or a permutation (list of spatial orbital
-            indices): the autoregressive order of the orbitals.
+        orbital_order: ``"given"``, ``"reversed"``, ``"frontier_last"`` (orbitals far from the
+            Fermi level first, HOMO/LUMO last; see :func:`nnqs.app.system.resolve_order`) or a
+            permutation (list of spatial orbital indices): the autoregressive order of the orbitals.
     """
 
     name: str = "molecule"
@@ -69,8 +70,9 @@ class MoleculeConfig:
         if self.active_space and len(self.active_space) != 2:
             raise ConfigError("[molecule] active_space must be [n_electrons, n_orbitals]")
         order = self.orbital_order
-        if isinstance(order, str) and order not in ("given", "reversed"):
-            raise ConfigError(f"[molecule] orbital_order must be 'given', 'reversed' or a list, got {order!r}")
+        if isinstance(order, str) and order not in ("given", "reversed", "frontier_last"):
+            raise ConfigError("[molecule] orbital_order must be 'given', 'reversed', 'frontier_last' or a list, "
+                              f"got {order!r}")
 
 
 @dataclass(frozen=True)

@@ -68,18 +68,27 @@ def system_in_order(config: MoleculeConfig, H: MolecularHamiltonian, *, referenc
     """The :class:`System` of integrals ``H`` already in ``config``'s autoregressive order (a
     run's saved integrals): the order is undone, and the system rebuilt as :func:`build_system`
     does from the original integrals (references there, where the lowest orbitals are HF)."""
-    order = resolve_order(config.orbital_order, H.n_orbitals)
+    order = resolve_order(config.orbital_order, H.n_orbitals, max(H.n_alpha, H.n_beta))
     original = permute_orbitals(H, sorted(range(H.n_orbitals), key=order.__getitem__))  # undo the order
     return _ordered_system(config, original, references, fci_max_determinants)
 
 
-def resolve_order(spec, n_orbitals: int) -> list[int]:
+def resolve_order(spec, n_orbitals: int, n_occupied: int = 0) -> list[int]:
     """The autoregressive order of ``[molecule] orbital_order``: ``order[i]`` is the original
-    spatial orbital at position ``i``."""
+    spatial orbital at position ``i``.
+
+    ``"frontier_last"`` (for energy-ordered orbitals, ``n_occupied`` of them occupied in HF):
+    the orbitals farthest from the Fermi level first (deep core, highest virtual, next core,
+    next virtual, ...), HOMO and LUMO last, so that the orbitals most excitations change come
+    late in the sequence and a connected configuration shares a long prefix with its sample.
+    """
     if spec == "given":
         return list(range(n_orbitals))
     if spec == "reversed":
         return list(range(n_orbitals))[::-1]
+    if spec == "frontier_last":
+        distance = [n_occupied - 1 - i if i < n_occupied else i - n_occupied for i in range(n_orbitals)]
+        return sorted(range(n_orbitals), key=lambda i: (-distance[i], i))
     order = [int(i) for i in spec]
     if sorted(order) != list(range(n_orbitals)):
         raise ConfigError(f"orbital_order must be a permutation of 0..{n_orbitals - 1}, got {order}")
@@ -129,7 +138,7 @@ def _ordered_system(config: MoleculeConfig, H: MolecularHamiltonian, references:
         refs = reference_energies(H, methods, fci_max_determinants=fci_max_determinants)
         if "dmrg" in refs.get("notes", {}):
             log.warning("no DMRG reference: %s", refs["notes"]["dmrg"])
-    order = resolve_order(config.orbital_order, H.n_orbitals)
+    order = resolve_order(config.orbital_order, H.n_orbitals, max(H.n_alpha, H.n_beta))
     if order != list(range(H.n_orbitals)):
         H = permute_orbitals(H, order)
     log.info("system %s: N=%d, (%d, %d) electrons, references %s", config.name, H.n_orbitals, H.n_alpha, H.n_beta,

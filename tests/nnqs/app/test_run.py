@@ -28,8 +28,11 @@ def test_run_writes_all_outputs(tmp_path):
         assert (out / name).exists(), name
     saved = json.loads((out / "result.json").read_text())
     for key in ("energy", "energy_stderr", "variance", "references", "error_vs_fci_mha", "steps",
-                "n_samples", "n_unique", "wall_seconds", "device"):
+                "n_samples", "n_unique", "wall_seconds", "device", "local_energy", "kept_fraction",
+                "truncation_bias_mha", "error_vs_dmrg_mha"):
         assert key in saved
+    # H2's four determinants are all sampled: the truncated mode is exact here
+    assert saved["local_energy"] == "truncated" and saved["truncation_bias_mha"] == pytest.approx(0, abs=1e-9)
     assert saved["steps"] == 6 and saved["references"]["fci"] == pytest.approx(-1.1372701746609035, abs=1e-8)
     assert saved["energy"] >= saved["references"]["fci"] - 5 * saved["energy_stderr"] - 1e-9
     rows = list(csv.DictReader((out / "metrics.csv").open()))
@@ -248,3 +251,11 @@ def test_fcidump_run_resumes_after_its_source_is_gone(tmp_path):
     assert resumed["energy"] == full["energy"] and resumed["n_unique"] == full["n_unique"]
     for key in ("hf", "fci"):
         assert resumed["references"][key] == pytest.approx(full["references"][key], abs=1e-9)
+
+
+def test_frontier_last_order_puts_homo_and_lumo_at_the_end():
+    from nnqs.app.system import resolve_order
+
+    # 8 orbitals, 3 occupied: distances from the Fermi level 2 1 0 | 0 1 2 3 4
+    assert resolve_order("frontier_last", 8, 3) == [7, 6, 0, 5, 1, 4, 2, 3]
+    assert sorted(resolve_order("frontier_last", 5, 5)) == list(range(5))

@@ -1,0 +1,23 @@
+"""experiments/bench_vmc_step.py (--quick): a timed step whose parts add up, and the floor table."""
+
+import json
+
+import pytest
+
+from experiments import bench_vmc_step
+
+
+def test_quick_step_benchmark(tmp_path):
+    pytest.importorskip("pyscf")
+    out = tmp_path / "step.json"
+    payload = bench_vmc_step.main(["--quick", "--out", str(out)])
+    assert json.loads(out.read_text())["results"] == payload["results"]
+    (result,) = payload["results"]
+    (step,) = result["steps"]
+    parts = step["sample_seconds"] + step["local_energy_seconds"] + step["update_seconds"]
+    assert parts == pytest.approx(step["seconds"], rel=1e-6)
+    floor = result["floor"]["per_eps"]
+    assert [r["eps"] for r in floor] == sorted(r["eps"] for r in floor)
+    assert all(a["kept_fraction"] >= b["kept_fraction"] for a, b in zip(floor, floor[1:]))
+    energies = [a["energy"] for a in result["amplitudes_on_one_batch"].values()]
+    assert energies[0] == pytest.approx(energies[1], abs=1e-6)  # cache and full passes agree
