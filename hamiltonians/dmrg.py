@@ -67,13 +67,20 @@ class DMRGResult:
 def extrapolate(discarded_weights, energies, fit_points: int = 3) -> tuple[float, float, int]:
     """Linear fit of ``E`` against the discarded weight over the last ``fit_points`` entries
     (the largest bond dimensions); returns ``(E at zero weight, uncertainty, points used)``.
-    With fewer than two distinct weights the lowest energy is returned with zero uncertainty."""
+
+    With fewer than two distinct weights the lowest energy is returned with zero uncertainty.
+    A fit whose slope is not positive (energies that do not fall with the discarded weight:
+    sweeps not converged) is not used: the lowest energy is returned and the uncertainty is
+    the spread of the energies fitted."""
     dw = np.asarray(discarded_weights, dtype=float)[-fit_points:]
     e = np.asarray(energies, dtype=float)[-fit_points:]
     best = float(np.min(energies))
     if dw.size < 2 or np.ptp(dw) <= 0:
         return best, 0.0, int(dw.size)
     slope, intercept = np.polyfit(dw, e, 1)
+    if slope <= 0:
+        logger.warning("DMRG energies do not fall with the discarded weight; no extrapolation")
+        return best, float(np.ptp(e)), int(dw.size)
     intercept = float(min(intercept, best))  # the extrapolation never lies above a variational energy
     return intercept, abs(best - intercept) / 5, int(dw.size)
 

@@ -16,7 +16,7 @@ import scipy.sparse
 import scipy.sparse.linalg
 import torch
 
-from hamiltonians.determinants import enumerate_determinants
+from hamiltonians.determinants import enumerate_determinants, pack_occupations, unique_keys
 
 __all__ = [
     "enumerate_determinants",
@@ -51,6 +51,8 @@ def hamiltonian_matrix(H, dets: torch.Tensor | None = None, *, chunk: int | None
         dets = enumerate_determinants(H.n_orbitals, H.n_alpha, H.n_beta)
     dets = torch.as_tensor(dets).to(torch.uint8)
     d = dets.shape[0]
+    if unique_keys(pack_occupations(dets))[0].shape[0] != d:
+        raise ValueError("hamiltonian_matrix needs unique determinants (rows of dets repeat)")
     rows_l, cols_l, vals_l = [], [], []
     diag = H.diagonal(dets).double().cpu().numpy()
     # threshold inf: only the connections that stay inside dets (the kernel looks them up)

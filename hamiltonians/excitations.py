@@ -41,6 +41,12 @@ from hamiltonians.determinants import (
 __all__ = ["KernelTensors", "diagonal", "connected_chunk", "screened_chunk", "n_excitations"]
 
 
+#: Entries with ``|value| <= LIST_CUTOFF`` (round-off where symmetry makes an integral vanish)
+#: are left out of the compiled kernel's heat-bath lists; :meth:`MolecularHamiltonian.screened_connections` uses
+#: ``max(eps, LIST_CUTOFF)`` for every element and both kernels, so they keep the same ones.
+LIST_CUTOFF = 1e-14
+
+
 def _pairs(n: int) -> torch.Tensor:
     """All ``(u, v)`` with ``u < v < n`` as LongTensor ``[n(n-1)/2, 2]``."""
     out = torch.tensor(list(itertools.combinations(range(n), 2)), dtype=torch.int64)

@@ -54,8 +54,9 @@ class LocalEnergyResult:
         mode: ``"exact"``, ``"truncated"`` or ``"sampled"``.
         n_connected: nonzero off-diagonal elements summed over the batch.
         n_kept: of those, the ones that entered ``e_loc``.
-        n_unique: unique connected ``x'`` whose amplitude entered (exact mode: union over
-            chunks, counted per chunk; sampled mode: connected elements kept).
+        n_unique: connected ``x'`` whose amplitude entered: distinct batch rows hit (counted
+            per kernel chunk) plus distinct outside ``x'`` (counted per flush of up to
+            ``4 * chunk`` elements; an ``x'`` of two flushes is evaluated twice).
         n_evaluated: configurations passed to ``log_psi_fn`` (batch included if it had to be).
         amplitude_seconds: time spent in ``log_psi_fn`` / ``connected_log_psi_fn`` (the rest of
             the call is the kernel, the lookups and the sums).

@@ -26,6 +26,7 @@ from hamiltonians.determinants import (
     unpack_keys,
 )
 from hamiltonians.excitations import (
+    LIST_CUTOFF,
     KernelTensors,
     _check_counts,
     connected_chunk,
@@ -191,7 +192,7 @@ class MolecularHamiltonian:
                              chunk: int | None = None, kernel: str = "auto"):
         """The connections a local energy over the batch ``occ[B, 2N]`` needs, chunk by chunk.
 
-        Keeps ``x'`` with ``|H_{x x'}| > eps`` that are in the batch or have
+        Keeps ``x'`` with ``|H_{x x'}| > max(eps, 1e-14)`` that are in the batch or have
         ``|H_{x x'}| >= threshold`` (0: all; ``inf``: only the batch). Yields
         ``(keys[M, W], values[M], rows[M], batch_pos[M], n_nonzero)``: packed ``x'``,
         ``<x'|H|x>``, the row of ``x``, a row of ``occ`` equal to ``x'`` (or -1) and how many
@@ -209,6 +210,7 @@ class MolecularHamiltonian:
             raise RuntimeError("the compiled kernel needs numba, integrals on the CPU and <= 126 spin orbitals")
         occ = as_occupation(occ, self.n_spin_orbitals).to(self.device)
         _check_counts(self._kernel, occ)
+        eps = max(float(eps), LIST_CUTOFF)  # the compiled kernel's lists hold nothing smaller
         batch = pack_occupations(occ)
         step = self.samples_per_chunk(chunk)
         if kernel == "torch" or (kernel == "auto" and not self.compiled_kernel_available()):

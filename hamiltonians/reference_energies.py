@@ -105,7 +105,11 @@ def _compute_dmrg(H, out, notes, details):
     if not dmrg_available():
         notes["dmrg"] = "block2 is not installed (pip install 'nnqs[dmrg]')"
         return
-    result = dmrg_energy(H)
+    try:
+        result = dmrg_energy(H)
+    except Exception as exc:  # noqa: BLE001 - a reference that failed is reported, not fatal
+        notes["dmrg"] = f"DMRG failed: {type(exc).__name__}: {exc}"
+        return
     out["dmrg"] = result.energy
     details["dmrg"] = result.to_dict()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from nnqs.wavefunction.config import DTYPES
@@ -61,7 +62,7 @@ def _build_parser() -> argparse.ArgumentParser:
 def _analyse(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from nnqs.app.io import load_checkpoint, write_json
+    from nnqs.app.io import CheckpointError, load_checkpoint, write_json
     from nnqs.app.runconfig import ConfigError, config_from_dict
     from nnqs.app.system import build_model, run_system
     from nnqs.training.analysis import analyse_state, format_analysis
@@ -70,20 +71,20 @@ def _analyse(args: argparse.Namespace) -> int:
     try:
         if not path.is_file():
             raise ConfigError(f"{path}: no checkpoint (run `nnqs run ... --out {args.run_dir}` first)")
+        state = load_checkpoint(path, map_location="cpu")
         try:
-            state = load_checkpoint(path, map_location="cpu")
             config = config_from_dict(state["config"])
             weights = state["trainer"]["model"]
-        except (RuntimeError, KeyError, EOFError, OSError) as error:
-            raise ConfigError(f"{path}: not a readable nnqs checkpoint ({type(error).__name__}: "
-                              f"{str(error).strip().splitlines()[0] if str(error).strip() else ''})") from None
+        except (KeyError, TypeError) as error:
+            raise ConfigError(f"{path}: not a complete nnqs checkpoint (missing {error})") from None
         system = run_system(config.molecule, Path(args.run_dir), resume=True, save=False, references=False)
         model = build_model(config.model, system)
         model.load_state_dict(weights)
         analysis = analyse_state(model, system.hamiltonian, system.hf_occupation)
-    except (ConfigError, ValueError, RuntimeError) as error:
-        print(f"nnqs: error: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    except (ConfigError, CheckpointError, ValueError, RuntimeError) as error:
+        return _bad_input(error)
+    except OSError as error:
+        return _bad_input(_os_message(error))
     write_json(Path(args.run_dir) / "analysis.json", analysis.to_dict())
     print(f"{config.molecule.name} after step {state['trainer']['step']}:")
     print(format_analysis(analysis))
@@ -95,9 +96,17 @@ def _check_consistency(args: argparse.Namespace) -> int:
 
     from nnqs.wavefunction.consistency import check_consistency
 
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        print(f"nnqs: error: device {args.device!r} requested but CUDA is not available", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    from nnqs.app.runconfig import ConfigError, check_device
+
+    try:
+        check_device(args.device)
+    except ConfigError as error:
+        return _bad_input(error)
+    for name in ("orbitals", "layers", "heads", "d_model", "batch"):
+        if getattr(args, name) < 1:
+            return _bad_input(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.kv_heads is not None and args.kv_heads < 1:
+        return _bad_input(f"--kv-heads must be >= 1, got {args.kv_heads}")
     try:
         results = check_consistency(
             n_orbitals=args.orbitals, n_layers=args.layers, n_heads=args.heads,
@@ -105,8 +114,7 @@ def _check_consistency(args: argparse.Namespace) -> int:
             dtypes=tuple(args.dtype or ("float64", "float32")), device=args.device, seed=args.seed,
         )
     except ValueError as error:
-        print(f"nnqs: error: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _bad_input(error)
     print(f"cached vs uncached conditionals: N={args.orbitals} L={args.layers} H={args.heads} "
           f"H_kv={args.kv_heads or args.heads} batch={args.batch} device={args.device}")
     for r in results:
@@ -119,6 +127,7 @@ def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from hamiltonians import FCIDUMPError
+    from nnqs.app.io import CheckpointError
     from nnqs.app.run import run
     from nnqs.app.runconfig import ConfigError, config_from_dict, load_config
 
@@ -136,16 +145,35 @@ def _run(args: argparse.Namespace) -> int:
                                     ("optim", "steps", args.steps)):
             if value is not None:
                 config = config.replace(section, **{key: value})
+        if args.stop_after is not None and args.stop_after < 1:
+            raise ConfigError(f"--stop-after must be >= 1, got {args.stop_after}")
         out = args.out or str(Path("runs") / config.molecule.name)
-        result = run(config, out, resume=args.resume, stop_after=args.stop_after, progress=not args.no_progress)
-    except (ConfigError, FCIDUMPError) as error:
-        print(f"nnqs: error: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        result = run(config, out, resume=args.resume, stop_after=args.stop_after,
+                     progress=not args.no_progress and sys.stderr.isatty())
+    except (ConfigError, FCIDUMPError, CheckpointError) as error:
+        return _bad_input(error)
+    except ModuleNotFoundError as error:
+        if error.name in ("pyscf", "openfermion"):
+            return _bad_input(f"this run needs {error.name}: pip install 'nnqs[chem]'")
+        raise
+    except OSError as error:  # the output folder: an existing file, a path under a file, no permission
+        return _bad_input(_os_message(error))
     if "stopped_at" in result:
         print(f"stopped after step {result['stopped_at']}; continue with --resume (outputs in {out})")
         return EXIT_OK
     print(_summary(result, out))
     return EXIT_OK
+
+
+def _bad_input(message) -> int:
+    print(f"nnqs: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _os_message(error: OSError) -> str:
+    """``PATH: reason`` of an OS error, in one line."""
+    where = error.filename if error.filename is not None else ""
+    return f"{where}: {error.strerror or error}" if where else str(error)
 
 
 def _summary(result: dict, out: str) -> str:
@@ -154,12 +182,14 @@ def _summary(result: dict, out: str) -> str:
              f"(variance {result['variance']:.2e}, {result['n_unique']} unique of {result['n_samples']:.3g} samples)"]
     if result.get("energy_exact_variational") is not None:
         lines.append(f"  exact <H> of the network over the full space: {result['energy_exact_variational']:.8f} Ha")
-    for key, label in (("hf", "HF"), ("ccsd_t", "CCSD(T)"), ("fci", "FCI")):
+    for key, label in (("hf", "HF"), ("ccsd_t", "CCSD(T)"), ("fci", "FCI"), ("dmrg", "DMRG")):
         if refs.get(key) is not None:
             lines.append(f"  {label:8s} {refs[key]:.8f} Ha")
     if result.get("error_vs_fci_mha") is not None:
         ok = "within" if abs(result["error_vs_fci_mha"]) < 1.6 else "outside"
         lines.append(f"  error vs FCI: {result['error_vs_fci_mha']:.3f} mHa ({ok} chemical accuracy)")
+    elif result.get("error_vs_dmrg_mha") is not None:
+        lines.append(f"  error vs extrapolated DMRG: {result['error_vs_dmrg_mha']:.3f} mHa")
     lines.append(f"  {result['steps']} steps in {result['wall_seconds']:.1f} s on {result['device']}; outputs in {out}")
     return "\n".join(lines)
 
@@ -167,13 +197,14 @@ def _summary(result: dict, out: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = _build_parser().parse_args(argv)
-    if args.command == "check-consistency":
-        return _check_consistency(args)
-    if args.command == "run":
-        return _run(args)
-    if args.command == "analyse":
-        return _analyse(args)
-    raise AssertionError(f"unhandled command {args.command}")  # pragma: no cover
+    commands = {"check-consistency": _check_consistency, "run": _run, "analyse": _analyse}
+    try:
+        code = commands[args.command](args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:  # `nnqs ... | head -1`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":

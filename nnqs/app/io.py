@@ -40,5 +40,20 @@ def save_checkpoint(path: str | Path, state: dict) -> None:
     atomic_write(path, lambda tmp: torch.save(state, tmp))
 
 
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be read (truncated, garbage, not written by nnqs)."""
+
+
 def load_checkpoint(path: str | Path, map_location=None) -> dict:
-    return torch.load(path, map_location=map_location, weights_only=True)
+    """``torch.load(..., weights_only=True)``; any failure to read becomes a one-line
+    :class:`CheckpointError` naming the file."""
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: no checkpoint") from None
+    except Exception as error:  # noqa: BLE001 - pickle, zip and OS errors all mean "unreadable"
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise CheckpointError(f"{path}: not a readable nnqs checkpoint ({type(error).__name__}: {first[:120]})") from None
+    if not isinstance(state, dict) or "trainer" not in state:
+        raise CheckpointError(f"{path}: not an nnqs checkpoint (no trainer state)")
+    return state

@@ -52,6 +52,8 @@ class MoleculeConfig:
         orbital_order: ``"given"``, ``"reversed"``, ``"frontier_last"`` (orbitals far from the
             Fermi level first, HOMO/LUMO last; see :func:`nnqs.app.system.resolve_order`) or a
             permutation (list of spatial orbital indices): the autoregressive order of the orbitals.
+        dmrg: beyond FCI (more than 1e7 determinants), compute a DMRG reference with block2
+            (minutes; cached); ``false`` skips it.
     """
 
     name: str = "molecule"
@@ -63,6 +65,7 @@ class MoleculeConfig:
     active_space: tuple[int, ...] = ()
     fcidump: str = ""
     orbital_order: str | tuple[int, ...] = "given"
+    dmrg: bool = True
 
     def __post_init__(self) -> None:
         if bool(self.geometry) == bool(self.fcidump):
@@ -183,6 +186,10 @@ def load_config(path: str | Path) -> RunConfig:
             data = tomllib.load(f)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a folder, not a TOML config file") from None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the config ({error.strerror or error})") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: {error}") from None
     try:

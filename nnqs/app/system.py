@@ -78,9 +78,10 @@ def resolve_order(spec, n_orbitals: int, n_occupied: int = 0) -> list[int]:
     spatial orbital at position ``i``.
 
     ``"frontier_last"`` (for energy-ordered orbitals, ``n_occupied`` of them occupied in HF):
-    the orbitals farthest from the Fermi level first (deep core, highest virtual, next core,
-    next virtual, ...), HOMO and LUMO last, so that the orbitals most excitations change come
-    late in the sequence and a connected configuration shares a long prefix with its sample.
+    the orbitals by falling distance from the Fermi level (usually the highest virtuals first,
+    then core and virtual orbitals alternating as their distances tie), HOMO and LUMO last, so
+    that the orbitals most large excitations change come late in the sequence and a connected
+    configuration shares a long prefix with its sample.
     """
     if spec == "given":
         return list(range(n_orbitals))
@@ -132,7 +133,7 @@ def _ordered_system(config: MoleculeConfig, H: MolecularHamiltonian, references:
     refs: dict = {}
     if references:
         methods = METHODS
-        if H.n_determinants > fci_max_determinants:  # beyond FCI: DMRG is the reference
+        if H.n_determinants > fci_max_determinants and config.dmrg:  # beyond FCI: DMRG is the reference
             methods = METHODS + ("dmrg",)
             log.info("%.3g determinants: beyond FCI, the reference is DMRG (block2)", H.n_determinants)
         refs = reference_energies(H, methods, fci_max_determinants=fci_max_determinants)

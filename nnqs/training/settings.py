@@ -119,8 +119,9 @@ class OptimConfig:
     weights: str = "counts"
 
     def __post_init__(self) -> None:
-        if self.steps < 0 or self.lr <= 0 or self.warmup < 0:
-            raise ValueError("steps >= 0, lr > 0 and warmup >= 0 are required")
+        if self.steps < 1 or self.lr <= 0 or self.warmup < 0:
+            raise ValueError(f"steps >= 1, lr > 0 and warmup >= 0 are required, got steps {self.steps}, "
+                             f"lr {self.lr}, warmup {self.warmup}")
         if self.local_energy not in ("exact", "truncated", "sampled"):
             raise ValueError(f"local_energy must be 'exact', 'truncated' or 'sampled', got {self.local_energy!r}")
         if not self.local_energy_threshold >= 0:

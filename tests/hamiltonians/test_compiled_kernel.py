@@ -80,4 +80,24 @@ def test_errors():
     with pytest.raises(ValueError, match="alpha"):
         next(H.screened_connections(random_determinants(4, 2, 1, 3)))
     with pytest.raises(ValueError, match="126 spin orbitals"):
-        CompiledKernel(torch.zeros(64, 64, dtype=torch.float64), torch.zeros(64, 64, 64, 64, dtype=torch.float64))
+        CompiledKernel(torch.zeros(64, 64, dtype=torch.float64), torch.zeros(1, dtype=torch.float64))
+
+
+def test_eps_zero_and_repeated_rows_on_a_molecule_with_symmetry_zeros(molecules):
+    """eps = 0 keeps the same elements in both kernels (round-off zeros of symmetry are cut at
+    1e-14 in both), also when the batch repeats a row."""
+    H = molecules("H2O")
+    occ = random_determinants(7, 5, 5, 30, seed=5)
+    occ = torch.cat([occ, occ[:4]])
+    ref = sorted_elements(H, occ, "torch", threshold=0.0, eps=0.0)
+    got = sorted_elements(H, occ, "compiled", threshold=0.0, eps=0.0)
+    assert got[4] == ref[4] and np.array_equal(got[0], ref[0]) and np.array_equal(got[2], ref[2])
+    np.testing.assert_allclose(got[1], ref[1], rtol=0, atol=1e-13)
+
+
+def test_auto_falls_back_to_torch_off_the_cpu(monkeypatch):
+    H = random_hamiltonian(5, 2, 1)
+    occ = random_determinants(5, 2, 1, 6)
+    monkeypatch.setattr(type(H), "compiled_kernel_available", lambda self: False)
+    monkeypatch.setattr(type(H), "_compiled", lambda self: pytest.fail("compiled kernel used"))
+    assert sum(p[0].shape[0] for p in H.screened_connections(occ)) > 0

@@ -41,3 +41,20 @@ def test_without_block2_the_reference_is_a_note_and_not_cached(molecules, tmp_pa
     refs = reference_energies(H, ("dmrg",), cache_path=path)
     assert refs["dmrg"] is None and "pip install 'nnqs[dmrg]'" in refs["notes"]["dmrg"]
     assert all("dmrg" not in entry["energies"] for entry in json.loads(path.read_text()).values())
+
+
+def test_a_fit_with_the_wrong_slope_is_not_extrapolated():
+    e0, err, _ = extrapolate([2e-5, 1e-5], [-1.0, -1.0 + 1e-6])  # energy rises as the weight falls
+    assert e0 == -1.0 and err == pytest.approx(1e-6)
+
+
+def test_a_failing_dmrg_is_a_note_not_a_crash(molecules, monkeypatch):
+    H = molecules("H2")
+    monkeypatch.setattr(dmrg_module, "dmrg_available", lambda: True)
+
+    def boom(H):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(dmrg_module, "dmrg_energy", boom)
+    refs = reference_energies(H, ("dmrg",), cache_path=False)
+    assert refs["dmrg"] is None and "DMRG failed: RuntimeError: out of memory" in refs["notes"]["dmrg"]

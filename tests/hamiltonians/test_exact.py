@@ -1,3 +1,4 @@
+import torch
 """Exact diagonalisation against PySCF FCI / CASCI."""
 
 import pytest
@@ -54,3 +55,15 @@ def test_window_validation():
         from_pyscf(GEOMETRIES["H2"], "sto-3g", frozen_core=2)
     with pytest.raises(ValueError, match="basis"):
         from_pyscf(GEOMETRIES["H2"], "no-such-basis")
+
+
+def test_hamiltonian_matrix_refuses_repeated_determinants():
+    import pytest as _pytest
+
+    from hamiltonians.exact import hamiltonian_matrix
+    from tests.systems import random_determinants, random_hamiltonian
+
+    H = random_hamiltonian(4, 1, 1)
+    dets = random_determinants(4, 1, 1, 3)
+    with _pytest.raises(ValueError, match="unique"):
+        hamiltonian_matrix(H, torch.cat([dets, dets[:1]]))

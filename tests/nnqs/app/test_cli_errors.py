@@ -1,0 +1,85 @@
+"""Bad input through the real CLI (a subprocess): exit code 2, one line on stderr, no traceback,
+and nothing written for it (issue 12's cases)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+TINY = """
+[molecule]
+name = "h2"
+geometry = "H 0 0 0; H 0 0 0.7414"
+basis = "sto-3g"
+[model]
+d_model = 8
+n_layers = 1
+n_heads = 2
+phase_hidden = [8]
+[sampler]
+n_samples = 1000
+[optim]
+steps = 3
+lr = 0.01
+warmup = 1
+pretrain = "none"
+[run]
+checkpoint_every = 2
+"""
+
+
+def config(tmp_path, edit=("", "")):
+    path = tmp_path / "c.toml"
+    path.write_text(TINY.replace(*edit) if edit[0] else TINY)
+    return str(path)
+
+
+def nnqs(tmp_path, *args):
+    env = {**os.environ, "NNQS_REFERENCE_CACHE": str(tmp_path / "refs.json")}
+    return subprocess.run([sys.executable, "-m", "nnqs", *args], capture_output=True, text=True, cwd=tmp_path,
+                          env=env, timeout=300)
+
+
+CASES = {
+    "out is a file": (lambda t: ["run", config(t), "--out", str(t / "afile")], "afile: File exists"),
+    "out under a file": (lambda t: ["run", config(t), "--out", str(t / "afile" / "x")], "Not a directory"),
+    "resume a garbage checkpoint": (lambda t: ["run", config(t), "--out", str(t / "bad"), "--resume"],
+                                    "not a readable nnqs checkpoint"),
+    "analyse a garbage checkpoint": (lambda t: ["analyse", str(t / "bad")], "not a readable nnqs checkpoint"),
+    "run --device tpu": (lambda t: ["run", config(t), "--device", "tpu", "--out", str(t / "o")], "unknown device 'tpu'"),
+    "check --device tpu": (lambda t: ["check-consistency", "--device", "tpu"], "unknown device 'tpu'"),
+    "check --batch 0": (lambda t: ["check-consistency", "--batch", "0"], "--batch must be >= 1"),
+    "checkpoint_every 0": (lambda t: ["run", config(t, ("checkpoint_every = 2", "checkpoint_every = 0")), "--out",
+                                      str(t / "o")], "checkpoint_every (0) must be >= 1"),
+    "threads -1": (lambda t: ["run", config(t, ("checkpoint_every = 2", "threads = -1")), "--out", str(t / "o")],
+                   "threads (-1) >= 0"),
+    "eval_samples -1": (lambda t: ["run", config(t, ("n_samples = 1000", "eval_samples = -1")), "--out",
+                                   str(t / "o")], "eval_samples (-1)"),
+    "factor 0.5": (lambda t: ["run", config(t, ("n_samples = 1000", "factor = 0.5")), "--out", str(t / "o")],
+                   "factor must be > 1"),
+    "config is a folder": (lambda t: ["run", str(t), "--out", str(t / "o")], "is a folder"),
+    "--steps 0": (lambda t: ["run", config(t), "--steps", "0", "--out", str(t / "o")], "steps >= 1"),
+    "--stop-after -1": (lambda t: ["run", config(t), "--stop-after", "-1", "--out", str(t / "o")],
+                        "--stop-after must be >= 1"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_is_one_line_and_exit_2(tmp_path, case):
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    args, needle = CASES[case]
+    result = nnqs(tmp_path, *args(tmp_path))
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1 and lines[0].startswith("nnqs: error:") and needle in lines[0], result.stderr
+    assert not (tmp_path / "o").exists()  # nothing written for a bad input
+    assert sorted(p.name for p in (tmp_path / "bad").iterdir()) == ["checkpoint.pt"]
+
+
+def test_a_closed_pipe_is_not_an_error(tmp_path):
+    shell = f"'{sys.executable}' -m nnqs check-consistency --orbitals 4 --batch 4 | head -c 0"
+    result = subprocess.run(["bash", "-c", f"set -o pipefail; {shell}"], capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr
