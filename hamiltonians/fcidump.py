@@ -100,12 +100,26 @@ def _parse_float(tok: str) -> float:
     return float(tok.replace("D", "E").replace("d", "e"))
 
 
+#: Two lines giving the same integral (under the 8-fold symmetry) must agree to this (Hartree).
+REPEAT_TOLERANCE = 1e-10
+
+
+def _check_repeat(path, seen: dict, key: tuple, value: float, line_no: int, name: str) -> None:
+    """Record ``value`` for a symmetry-unique integral; a different earlier value is an error."""
+    if key in seen and abs(seen[key][0] - value) > REPEAT_TOLERANCE:
+        raise FCIDUMPError(path, line_no, f"{name} = {value!r} contradicts line {seen[key][1]} "
+                                          f"({seen[key][0]!r}) under the 8-fold symmetry")
+    seen.setdefault(key, (value, line_no))
+
+
 def read_fcidump(path, *, dtype=None):
     """Read an FCIDUMP file into a :class:`hamiltonians.MolecularHamiltonian` (float64).
 
     Raises:
         FCIDUMPError: missing file; missing/malformed header or field; malformed line;
-            NaN/inf value; index out of range; NELEC/MS2 incompatible with NORB.
+            NaN/inf value; index out of range; NELEC/MS2 incompatible with NORB; no integrals;
+            no core-energy line (a truncated file); two lines giving one integral (under the
+            8-fold symmetry) different values; NORB above the highest orbital any integral uses.
     """
     import torch
 
@@ -148,7 +162,9 @@ def read_fcidump(path, *, dtype=None):
 
     h1 = np.zeros((norb, norb))
     eri = np.zeros((norb, norb, norb, norb))
-    core = 0.0
+    core = None
+    seen: dict[tuple[int, ...], tuple[float, int]] = {}  # canonical index -> (value, line)
+    highest = 0  # highest orbital any integral uses
     for k in range(end, len(lines)):
         line_no = k + 1
         toks = lines[k].split()
@@ -166,17 +182,32 @@ def read_fcidump(path, *, dtype=None):
         if not all(0 <= x <= norb for x in (i, j, a, b)):
             raise FCIDUMPError(path, line_no, f"index out of range 0..{norb}: {i} {j} {a} {b}")
         if i and j and a and b:
+            key = tuple(sorted(((max(i, j), min(i, j)), (max(a, b), min(a, b))), reverse=True))
+            _check_repeat(path, seen, key, val, line_no, f"({i} {j}|{a} {b})")
+            highest = max(highest, i, j, a, b)
             i, j, a, b = i - 1, j - 1, a - 1, b - 1
             for p, q, r, s in ((i, j, a, b), (j, i, a, b), (i, j, b, a), (j, i, b, a)):
                 eri[p, q, r, s] = eri[r, s, p, q] = val
         elif i and j and not a and not b:
+            _check_repeat(path, seen, (max(i, j), min(i, j)), val, line_no, f"h_{i}{j}")
+            highest = max(highest, i, j)
             h1[i - 1, j - 1] = h1[j - 1, i - 1] = val
         elif not (i or j or a or b):
-            core = val
+            if core is not None and abs(core[0] - val) > REPEAT_TOLERANCE:
+                raise FCIDUMPError(path, line_no, f"a second core energy {val!r}, line {core[1]} gave {core[0]!r}")
+            core = (val, line_no)
         elif i and not (j or a or b):
             continue  # orbital energy
         else:
             raise FCIDUMPError(path, line_no, f"malformed index pattern {i} {j} {a} {b}")
+    if not seen:
+        raise FCIDUMPError(path, len(lines), "no integrals after the header")
+    if core is None:
+        raise FCIDUMPError(path, len(lines), "no core-energy line ('value 0 0 0 0'), which every writer puts "
+                                             "last: the file looks truncated")
+    if highest < norb:
+        raise FCIDUMPError(path, key_lines["NORB"], f"NORB={norb}, but no integral uses an orbital above {highest}")
+    core = core[0]
     source = {"fcidump": os.path.abspath(str(path)), "orbsym": orbsym, "isym": isym}
     H = MolecularHamiltonian(norb, n_alpha, n_beta, core, torch.from_numpy(h1), torch.from_numpy(eri), source=source)
     return H if dtype is None else H.to(dtype=dtype)

@@ -17,6 +17,7 @@ A config file has the tables ``[molecule]`` (:class:`MoleculeConfig`), ``[model]
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,6 +151,8 @@ def _build(section: str, cls, values: dict):
     for key, value in values.items():
         if isinstance(value, list):
             value = tuple(value)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{section}.{key} must be a finite number, got {value!r}")
         default = known[key].default
         expected = type(default) if default is not dataclasses.MISSING and default is not None else None
         if expected in (int, float, str, bool):

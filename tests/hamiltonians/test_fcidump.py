@@ -89,6 +89,13 @@ BAD = {
     "MS2 too big": (lambda t: _replace(t, "NELEC=2,MS2=0", "NELEC=4,MS2=2"), 1, "fit"),
     "ORBSYM length": (lambda t: _replace(t, "ORBSYM=1,1,", "ORBSYM=1,"), 2, "ORBSYM"),
     "bad index pattern": (lambda t: _replace(t, "    2    2    0    0", "    2    0    2    0"), 10, "pattern"),
+    "no integrals": (lambda t: t.split("&END\n")[0] + "&END\n", 4, "no integrals"),
+    "cut at a line boundary": (lambda t: t.rsplit(" 0.7199689944489797", 1)[0], 10, "core-energy"),
+    "conflicting symmetric duplicate": (lambda t: _replace(t, " 0.7199689944489797", " 0.5 1 2 1 2\n 0.7199689944489797"),
+                                        11, "contradicts line 6"),
+    "second core energy": (lambda t: t + " 0.1 0 0 0 0\n", 12, "second core energy"),
+    "NORB above the orbitals used": (lambda t: _replace(_replace(t, "NORB=   2", "NORB=   3"), "ORBSYM=1,1,", "ORBSYM=1,1,1,"),
+                                     1, "NORB=3, but no integral uses an orbital above 2"),
 }
 
 
@@ -110,3 +117,21 @@ def test_missing_file(tmp_path):
     with pytest.raises(FCIDUMPError, match="no such file") as info:
         read_fcidump(tmp_path / "nope")
     assert str(tmp_path / "nope") in str(info.value)
+
+
+@pytest.mark.parametrize("variant", ["molpro slash terminator", "fortran D exponents", "crlf", "repeated equal values"])
+def test_what_real_writers_produce_is_accepted(tmp_path, variant):
+    text = {
+        "molpro slash terminator": GOOD.replace(" &END\n", " /\n"),
+        "fortran D exponents": GOOD.replace("0.6757101548035162", "0.6757101548035162D+00")
+                                   .replace("-1.252477303982924", "-1.252477303982924d0"),
+        "crlf": GOOD.replace("\n", "\r\n"),
+        "repeated equal values": GOOD.replace(" 0.7199689944489797", " 0.1809311997842379 1 2 1 2\n 0.7199689944489797"),
+    }[variant]
+    p = tmp_path / "f"
+    p.write_bytes(text.encode())
+    H = read_fcidump(p)
+    ref = tmp_path / "ref"
+    ref.write_text(GOOD)
+    R = read_fcidump(ref)
+    assert torch.equal(H.eri, R.eri) and torch.equal(H.h1, R.h1) and H.constant == R.constant
