@@ -51,6 +51,9 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--steps", type=int, default=None, help="VMC steps (overrides the config)")
     run.add_argument("--seed", type=int, default=None, help="random seed (overrides the config)")
     run.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    run.add_argument("--overwrite", action="store_true", help="replace a previous run in OUT")
+    run.add_argument("--extend", action="store_true",
+                     help="with --resume: allow a different --steps (the lr schedule is recomputed over the new total)")
     run.add_argument("--stop-after", type=int, default=None, help="stop with a checkpoint after this many steps")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -148,7 +151,10 @@ def _run(args: argparse.Namespace) -> int:
         if args.stop_after is not None and args.stop_after < 1:
             raise ConfigError(f"--stop-after must be >= 1, got {args.stop_after}")
         out = args.out or str(Path("runs") / config.molecule.name)
-        result = run(config, out, resume=args.resume, stop_after=args.stop_after,
+        if args.extend and not args.resume:
+            raise ConfigError("--extend goes with --resume")
+        result = run(config, out, resume=args.resume, overwrite=args.overwrite, extend=args.extend,
+                     stop_after=args.stop_after,
                      progress=not args.no_progress and sys.stderr.isatty())
     except (ConfigError, FCIDUMPError, CheckpointError) as error:
         return _bad_input(error)

@@ -16,9 +16,10 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from nnqs.app.folder import claim_run_folder
 from nnqs.app.io import load_checkpoint, save_checkpoint, write_json
 from nnqs.app.report import MetricsLog, plot_convergence
-from nnqs.app.runconfig import ConfigError, RunConfig, check_device
+from nnqs.app.runconfig import ConfigError, RunConfig, check_device, config_from_dict
 from nnqs.app.system import System, build_model, run_system
 from nnqs.training.estimators import estimate_energy, evaluate_local_energies, exact_variational_energy
 from nnqs.training.pretrain import pretrain
@@ -39,16 +40,23 @@ def run(
     out_dir: str | Path,
     *,
     resume: bool = False,
+    overwrite: bool = False,
+    extend: bool = False,
     stop_after: int | None = None,
     progress: bool = True,
     initial_model: dict | None = None,
 ) -> dict:
     """Run VMC as configured; return the result dictionary (also written to ``result.json``).
 
+    The folder is held by this run alone (:func:`nnqs.app.folder.claim_run_folder`).
+
     Args:
         config: the run configuration.
-        out_dir: output folder (created).
-        resume: continue from ``out_dir/checkpoint.pt``.
+        out_dir: output folder (created); one that holds a run needs ``resume`` or ``overwrite``.
+        resume: continue from ``out_dir/checkpoint.pt``; the checkpoint's ``[molecule]`` and
+            step count must be this config's (``extend`` allows more steps: the learning-rate
+            schedule is then recomputed over the new total).
+        overwrite: delete a previous run's outputs in ``out_dir`` and start afresh.
         stop_after: stop (with a checkpoint) once this many steps are done, as if interrupted;
             ``None`` runs to ``config.optim.steps`` and writes the result.
         progress: show a progress bar.
@@ -56,9 +64,31 @@ def run(
             geometry); the configured pretraining then refits it to this system (the orbitals'
             signs can change between geometries).
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     check_device(config.run.device)
+    with claim_run_folder(out_dir, resume=resume, overwrite=overwrite) as out:
+        return _run_in(config, out, resume=resume, extend=extend, stop_after=stop_after, progress=progress,
+                       initial_model=initial_model)
+
+
+def _check_resumable(config: RunConfig, state: dict, path: Path, extend: bool) -> None:
+    """The checkpoint at ``path`` is a run of this config's molecule with the same schedule."""
+    saved = state.get("config", {})
+    try:
+        saved_molecule = config_from_dict({"molecule": saved["molecule"]}).to_dict()["molecule"]
+    except (KeyError, TypeError, ConfigError):
+        raise ConfigError(f"--resume: {path} holds no usable [molecule]; nothing changed") from None
+    if saved_molecule != config.to_dict()["molecule"]:
+        raise ConfigError(f"--resume: {path} is a run of another [molecule] than this config's; nothing changed")
+    old, new = saved.get("optim", {}).get("steps"), config.optim.steps
+    if old != new and not extend:
+        raise ConfigError(f"--resume: the checkpoint's run has steps = {old}, this config {new}; pass --extend "
+                          "to change it (the learning-rate schedule is recomputed over the new total)")
+    if new < state["trainer"]["step"]:
+        raise ConfigError(f"--resume: the checkpoint is already at step {state['trainer']['step']} > steps = {new}")
+
+
+def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_after: int | None, progress: bool,
+            initial_model: dict | None) -> dict:
     if config.run.threads:
         torch.set_num_threads(config.run.threads)  # PySCF's OpenMP follows it
     torch.manual_seed(config.run.seed)
@@ -67,6 +97,8 @@ def run(
     if resume and not ckpt_path.exists():
         raise ConfigError(f"--resume: no checkpoint at {ckpt_path}")
     state = load_checkpoint(ckpt_path, map_location=config.run.device) if resume else None  # before anything is written
+    if state is not None:
+        _check_resumable(config, state, ckpt_path, extend)
     system = run_system(config.molecule, out, resume=resume)
     H = system.hamiltonian.to(device=config.run.device)
     refs = {k: system.references.get(k) for k in ("hf", "ccsd", "ccsd_t", "fci", "dmrg")}
@@ -97,12 +129,14 @@ def run(
 
     target = config.optim.steps if stop_after is None else min(stop_after, config.optim.steps)
     start = time.perf_counter()
+    last_checkpoint = [start]
 
     def checkpoint() -> None:
         save_checkpoint(ckpt_path, {
             "trainer": trainer.state_dict(), "config": config.to_dict(), "p_hf": p_hf,
             "wall_seconds": wall_before + time.perf_counter() - start,
         })
+        last_checkpoint[0] = time.perf_counter()
 
     bar = tqdm(total=config.optim.steps, initial=trainer.step, disable=not progress, desc=config.molecule.name,
                dynamic_ncols=True)
@@ -115,7 +149,8 @@ def run(
             postfix["dE_fci(mHa)"] = f"{row['error_vs_fci_mha']:.3f}"
         bar.set_postfix(postfix)
         bar.update(1)
-        if trainer.step % config.run.checkpoint_every == 0 or trainer.step == target:
+        due = time.perf_counter() - last_checkpoint[0] >= config.run.checkpoint_seconds
+        if trainer.step % config.run.checkpoint_every == 0 or trainer.step == target or due:
             checkpoint()
     bar.close()
     if trainer.step < config.optim.steps:

@@ -81,17 +81,27 @@ class MoleculeConfig:
 
 @dataclass(frozen=True)
 class RunSettings:
-    """Where and how to run: seed, device, checkpoint and log cadence."""
+    """Where and how to run: seed, device, checkpoint cadence.
+
+    Attributes:
+        checkpoint_every, checkpoint_seconds: a checkpoint is written after every
+            ``checkpoint_every`` steps or once ``checkpoint_seconds`` of wall time have passed
+            since the last one, whichever comes first (so a crash loses at most about a minute).
+        threads: torch CPU threads; 0 = PyTorch's default.
+    """
 
     seed: int = 0
     device: str = "cpu"
     checkpoint_every: int = 100
-    threads: int = 0  # torch CPU threads; 0 = PyTorch's default
+    checkpoint_seconds: float = 60.0
+    threads: int = 0
 
     def __post_init__(self) -> None:
         if self.checkpoint_every < 1 or self.threads < 0:
             raise ConfigError(f"[run] checkpoint_every ({self.checkpoint_every}) must be >= 1 and threads "
                               f"({self.threads}) >= 0")
+        if not self.checkpoint_seconds > 0:
+            raise ConfigError(f"[run] checkpoint_seconds must be > 0, got {self.checkpoint_seconds}")
         parse_device(self.device)
 
 

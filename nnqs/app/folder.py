@@ -1,0 +1,71 @@
+"""A run folder belongs to one run at a time (docs/design.md §7).
+
+:func:`claim_run_folder` takes an exclusive lock on ``OUT/.nnqs.lock`` for the run's lifetime
+(``filelock``, so it works wherever PyTorch does) and records the holder's PID in
+``OUT/.nnqs.owner``; a second run on the folder fails at once, naming that PID. A folder that
+already holds a run is refused unless the run resumes it (``--resume``) or replaces it
+(``--overwrite``, which deletes the previous outputs first). Temporary files that a killed
+run left behind (``.NAME.*.tmp`` of :func:`nnqs.app.io.atomic_write`) are removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from nnqs.app.runconfig import ConfigError
+
+log = logging.getLogger(__name__)
+
+#: The files a run writes; one of them present means the folder holds a run.
+RUN_OUTPUTS = ("checkpoint.pt", "metrics.csv", "result.json", "convergence.png", "hamiltonian.fcidump",
+               "analysis.json")
+LOCK, OWNER = ".nnqs.lock", ".nnqs.owner"
+
+
+def previous_outputs(out: Path) -> list[str]:
+    return [name for name in RUN_OUTPUTS if (out / name).exists()]
+
+
+@contextlib.contextmanager
+def claim_run_folder(out: str | Path, *, resume: bool, overwrite: bool):
+    """Hold ``out`` for one run (created if needed); see the module docstring.
+
+    Raises:
+        ConfigError: the folder is in use, or holds a run and neither ``resume`` nor
+            ``overwrite`` is set, or both are.
+        OSError: the folder cannot be created or written (the CLI reports it in one line).
+    """
+    if resume and overwrite:
+        raise ConfigError("--resume continues a run and --overwrite replaces it: give one")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(out / LOCK), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        holder = (out / OWNER).read_text().strip() if (out / OWNER).exists() else "another process"
+        raise ConfigError(f"{out} is in use by another nnqs run ({holder}); wait for it or choose another --out") from None
+    try:
+        (out / OWNER).write_text(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        existing = previous_outputs(out)
+        if existing and not resume and not overwrite:
+            raise ConfigError(f"{out} already holds a run ({', '.join(existing)}); continue it with --resume or "
+                              "replace it with --overwrite")
+        if overwrite:
+            for name in existing:
+                (out / name).unlink()
+            log.info("--overwrite: removed %s from %s", ", ".join(existing) or "nothing", out)
+        for stale in out.glob(".*.tmp"):
+            stale.unlink()
+            log.info("removed %s, left by an interrupted write", stale)
+        yield out
+    finally:
+        with contextlib.suppress(OSError):
+            (out / OWNER).unlink()
+        lock.release()
