@@ -25,6 +25,23 @@ __all__ = ["from_pyscf", "build_molecule", "run_scf", "integrals_from_scf"]
 logger = logging.getLogger(__name__)
 
 
+#: Atoms closer than this (Angstrom) are almost certainly a typo; PySCF does not say so.
+MIN_ATOM_DISTANCE_ANGSTROM = 0.5
+BOHR_IN_ANGSTROM = 0.52917721092
+
+
+def _warn_close_atoms(atoms, unit: str) -> None:
+    scale = BOHR_IN_ANGSTROM if str(unit).upper().startswith("B") else 1.0
+    xyz = np.asarray([a[1] for a in atoms], dtype=float) * scale
+    for i in range(len(xyz)):
+        for j in range(i):
+            d = float(np.linalg.norm(xyz[i] - xyz[j]))
+            if d < MIN_ATOM_DISTANCE_ANGSTROM:
+                logger.warning("atoms %d (%s) and %d (%s) are %.3f A apart (less than %.1f A): is the geometry "
+                               "in the unit you meant?", j + 1, atoms[j][0], i + 1, atoms[i][0], d,
+                               MIN_ATOM_DISTANCE_ANGSTROM)
+
+
 def build_molecule(geometry, basis: str, *, charge: int = 0, spin: int = 0, unit: str = "Angstrom"):
     """A ``pyscf.gto.Mole``; ``geometry`` is a PySCF atom string or ``[(symbol, (x, y, z)), ...]``.
 
@@ -35,9 +52,14 @@ def build_molecule(geometry, basis: str, *, charge: int = 0, spin: int = 0, unit
     if not isinstance(geometry, str):
         geometry = [(str(a), tuple(float(c) for c in xyz)) for a, xyz in geometry]
     try:
-        nuclear = sum(gto.charge(atom[0]) for atom in gto.format_atom(geometry, unit=1.0))
+        atoms = gto.format_atom(geometry, unit=1.0)
     except (RuntimeError, KeyError, ValueError, IndexError) as exc:
         raise ValueError(f"cannot parse geometry {geometry!r}: {exc}") from None
+    unknown = sorted({a[0] for a in atoms if gto.charge(a[0]) == 0})
+    if unknown:
+        raise ValueError(f"unknown element(s) {', '.join(unknown)} in the geometry (use symbols such as H, Li, N)")
+    nuclear = sum(gto.charge(a[0]) for a in atoms)
+    _warn_close_atoms(atoms, unit)
     n_elec = nuclear - charge
     if n_elec < 0 or abs(spin) > n_elec or (n_elec + spin) % 2:
         raise ValueError(

@@ -114,6 +114,26 @@ def _compute_dmrg(H, out, notes, details):
     details["dmrg"] = result.to_dict()
 
 
+#: Without PySCF, FCI comes from :mod:`hamiltonians.exact` up to this many determinants.
+EXACT_FCI_MAX_DETERMINANTS = 1_000_000
+NO_PYSCF = "PySCF is not installed (pip install 'nnqs[chem]')"
+
+
+def _compute_without_pyscf(H, methods, fci_max_determinants, out, notes, details):
+    """HF from the Hamiltonian itself; FCI by :mod:`hamiltonians.exact` for small spaces."""
+    from hamiltonians.exact import ground_state_energy
+
+    for m in methods:
+        if m == "hf":
+            out["hf"] = float(H.hf_energy())
+        elif m == "fci" and H.n_determinants <= min(fci_max_determinants, EXACT_FCI_MAX_DETERMINANTS):
+            out["fci"] = float(ground_state_energy(H))
+        else:
+            notes[m] = NO_PYSCF
+    logger.warning("%s: %s skipped", NO_PYSCF, ", ".join(sorted(notes)) or "nothing")
+    return out, notes, details
+
+
 def _compute(H, methods, fci_max_determinants):
     out, notes, details = {}, {}, {}
     if "dmrg" in methods:
@@ -121,7 +141,10 @@ def _compute(H, methods, fci_max_determinants):
         methods = [m for m in methods if m != "dmrg"]
     if not methods:
         return out, notes, details
-    from pyscf import cc, fci
+    try:
+        from pyscf import cc, fci
+    except ImportError:
+        return _compute_without_pyscf(H, methods, fci_max_determinants, out, notes, details)
 
     mf = None
     try:
@@ -219,9 +242,10 @@ def reference_energies(
                 entry["notes"].pop(m, None)
             if m in details:
                 entry["details"][m] = details[m]
-        uncached = entry["notes"].get("dmrg", "").startswith("block2 is not installed")
-        if cache_path and uncached:  # try again once block2 is there
-            entry = {**entry, "energies": {k: v for k, v in entry["energies"].items() if k != "dmrg"}}
+        missing = {m for m, note in entry["notes"].items()
+                   if note == NO_PYSCF or note.startswith("block2 is not installed")}
+        if cache_path and missing:  # not cached: computed once the package is installed
+            entry = {**entry, "energies": {k: v for k, v in entry["energies"].items() if k not in missing}}
         if cache_path:
             cache = _load(cache_path)
             cache[key] = entry

@@ -9,6 +9,7 @@ start and the trainer (:mod:`nnqs.training`). Writes into the output folder:
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import time
 from pathlib import Path
@@ -65,9 +66,19 @@ def run(
             signs can change between geometries).
     """
     check_device(config.run.device)
+    if config.molecule.geometry and not _importable("pyscf"):
+        raise ConfigError("a [molecule] geometry needs PySCF for its integrals: pip install 'nnqs[chem]' "
+                          "(or run from an FCIDUMP file)")
     with claim_run_folder(out_dir, resume=resume, overwrite=overwrite) as out:
         return _run_in(config, out, resume=resume, extend=extend, stop_after=stop_after, progress=progress,
                        initial_model=initial_model)
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:
+        return False
 
 
 def _check_resumable(config: RunConfig, state: dict, path: Path, extend: bool) -> None:

@@ -48,3 +48,17 @@ def test_spec_dict_and_bad_method(tmp_path):
     assert refs["fci"] < refs["hf"]
     with pytest.raises(ValueError, match="unknown"):
         reference_energies(spec, methods=("mp2",), cache_path=False)
+
+
+def test_unknown_elements_and_atoms_too_close(caplog):
+    import logging
+
+    from hamiltonians.pyscf_io import build_molecule
+
+    with pytest.raises(ValueError, match="unknown element"):
+        build_molecule("Xx 0 0 0; H 0 0 1", "sto-3g")
+    with caplog.at_level(logging.WARNING, logger="hamiltonians.pyscf_io"):
+        build_molecule("H 0 0 0; H 0 0 0.01", "sto-3g")
+        build_molecule("H 0 0 0; H 0 0 1.4", "sto-3g", unit="Bohr")  # 0.74 A: fine
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "0.010 A apart" in warnings[0]

@@ -86,3 +86,33 @@ def test_stale_temporary_files_go_and_outputs_get_the_users_mode(tmp_path):
         os.umask(old)
     assert not stale.exists()
     assert (Path(out) / "result.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_kill_9_loses_at_most_checkpoint_seconds(tmp_path):
+    import csv
+    import time
+
+    import torch
+
+    config = tmp_path / "c.toml"
+    config.write_text('[molecule]\nname = "h2"\ngeometry = "H 0 0 0; H 0 0 0.7414"\nbasis = "sto-3g"\n'
+                      '[model]\nd_model = 8\nn_layers = 1\nn_heads = 2\nphase_hidden = [8]\n'
+                      '[sampler]\nn_samples = 1000\n[optim]\nsteps = 100000\npretrain = "none"\n'
+                      '[run]\ncheckpoint_every = 100000\ncheckpoint_seconds = 1.0\nthreads = 1\n')
+    out = tmp_path / "out"
+    env = {**os.environ, "NNQS_REFERENCE_CACHE": str(tmp_path / "r.json")}
+    proc = subprocess.Popen([sys.executable, "-m", "nnqs", "run", str(config), "--out", str(out), "--no-progress"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not (out / "checkpoint.pt").exists():
+            time.sleep(0.2)
+        time.sleep(2.5)  # a few more checkpoints' worth of steps
+    finally:
+        proc.kill()
+        proc.wait()
+    rows = list(csv.DictReader((out / "metrics.csv").open()))
+    step = torch.load(out / "checkpoint.pt", weights_only=True)["trainer"]["step"]
+    lost = [float(r["seconds"]) for r in rows if int(r["step"]) >= step]
+    assert step > 0 and len(rows) > step
+    assert sum(lost) <= 1.0 + max(float(r["seconds"]) for r in rows) + 0.2
