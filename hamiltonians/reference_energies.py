@@ -249,7 +249,11 @@ def reference_energies(
         if cache_path:
             cache = _load(cache_path)
             cache[key] = entry
-            _save(cache_path, cache)
+            try:
+                _save(cache_path, cache)
+            except OSError as error:  # a cache is best effort
+                logger.warning("reference energies not cached: cannot write %s (%s)", cache_path,
+                               error.strerror or error)
     result = {m: entry["energies"].get(m) for m in methods}
     result["notes"] = {m: entry["notes"][m] for m in methods if m in entry["notes"]}
     result["details"] = {m: entry["details"][m] for m in methods if m in entry["details"]}

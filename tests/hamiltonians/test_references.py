@@ -62,3 +62,16 @@ def test_unknown_elements_and_atoms_too_close(caplog):
         build_molecule("H 0 0 0; H 0 0 1.4", "sto-3g", unit="Bohr")  # 0.74 A: fine
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1 and "0.010 A apart" in warnings[0]
+
+
+def test_an_unwritable_cache_warns_and_goes_on(tmp_path, caplog):
+    import logging
+
+    from tests.systems import random_hamiltonian
+
+    (tmp_path / "afile").write_text("x")
+    H = random_hamiltonian(3, 1, 1)
+    with caplog.at_level(logging.WARNING, logger="hamiltonians.reference_energies"):
+        refs = reference_energies(H, ("hf",), cache_path=tmp_path / "afile" / "refs.json")
+    assert refs["hf"] == pytest.approx(H.hf_energy())
+    assert any("not cached" in r.getMessage() for r in caplog.records)
