@@ -82,7 +82,7 @@ def branch_log_psi_fn(model: TransformerWavefunction, tokens: torch.Tensor):
 
 
 def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor, log_psi: torch.Tensor,
-                            mode: str, *, threshold: float = 0.0, amplitudes: str = "cache") -> LocalEnergyResult:
+                            mode: str, *, threshold: float = 0.0, amplitudes: str = "full") -> LocalEnergyResult:
     """``E_loc`` of the sampled tokens ``[U, N]`` (``log_psi`` of them given, detached), with the
     kernel's counts (connections, how many entered, amplitudes evaluated).
 
