@@ -83,3 +83,16 @@ def test_a_closed_pipe_is_not_an_error(tmp_path):
     shell = f"'{sys.executable}' -m nnqs check-consistency --orbitals 4 --batch 4 | head -c 0"
     result = subprocess.run(["bash", "-c", f"set -o pipefail; {shell}"], capture_output=True, text=True, timeout=120)
     assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr
+
+
+def test_no_progress_bar_when_stderr_is_not_a_terminal(tmp_path):
+    result = nnqs(tmp_path, "run", config(tmp_path), "--out", str(tmp_path / "o"))
+    assert result.returncode == 0, result.stderr
+    assert "\r" not in result.stderr and "it/s" not in result.stderr
+    assert (tmp_path / "o" / "result.json").stat().st_mode & 0o777 == 0o666 & ~current_umask()
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
