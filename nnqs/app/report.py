@@ -44,6 +44,11 @@ class MetricsLog:
     def energies(self) -> tuple[list[int], list[float]]:
         return [int(r["step"]) for r in self.rows], [float(r["energy"]) for r in self.rows]
 
+    def column(self, name: str) -> list[float]:
+        """A numeric column of the rows so far (rows read back from the file hold strings;
+        an empty cell is NaN)."""
+        return [float(r[name]) if r.get(name) not in ("", None) else float("nan") for r in self.rows]
+
 
 def plot_convergence(path: str | Path, steps: list[int], energies: list[float], references: dict, title: str) -> None:
     """Energy per step with HF/CCSD(T)/FCI/DMRG lines, and |E - E_ref| (FCI, else extrapolated

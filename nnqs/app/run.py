@@ -22,6 +22,7 @@ from nnqs.app.io import load_checkpoint, save_checkpoint, write_json
 from nnqs.app.report import MetricsLog, plot_convergence
 from nnqs.app.runconfig import ConfigError, RunConfig, check_device, config_from_dict
 from nnqs.app.system import System, build_model, run_system
+from nnqs.training.convergence import has_stopped_improving, variance_extrapolation
 from nnqs.training.estimators import estimate_energy, evaluate_local_energies, exact_variational_energy
 from nnqs.training.pretrain import pretrain
 from nnqs.training.trainer import Trainer
@@ -141,6 +142,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     target = config.optim.steps if stop_after is None else min(stop_after, config.optim.steps)
     start = time.perf_counter()
     last_checkpoint = [start]
+    converged = False
 
     def checkpoint() -> None:
         save_checkpoint(ckpt_path, {
@@ -163,11 +165,20 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
         due = time.perf_counter() - last_checkpoint[0] >= config.run.checkpoint_seconds
         if trainer.step % config.run.checkpoint_every == 0 or trainer.step == target or due:
             checkpoint()
+        if config.optim.stop_window and has_stopped_improving(
+                metrics.column("energy"), metrics.column("stderr"), config.optim.stop_window,
+                config.optim.stop_tolerance):
+            converged = True
+            log.info("step %d: the energy stopped improving (window %d); stopping", trainer.step,
+                     config.optim.stop_window)
+            break
     bar.close()
-    if trainer.step < config.optim.steps:
+    if trainer.step < config.optim.steps and not converged:
         return {"stopped_at": trainer.step}
     checkpoint()
     result = _final_result(config, system, trainer, refs, p_hf, wall_before + time.perf_counter() - start)
+    result["stopped_early"] = converged
+    result["variance_extrapolation"] = variance_extrapolation(metrics.column("energy"), metrics.column("variance"))
     write_json(out / "result.json", result)
     steps, energies = metrics.energies()
     plot_convergence(out / "convergence.png", steps, energies, refs, f"{config.molecule.name}: NNQS VMC")

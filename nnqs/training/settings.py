@@ -96,6 +96,10 @@ class OptimConfig:
             comes early (mean f/N 0.1-0.2) and grouping by it splits the batch into small passes.
         weights: ``"counts"`` (``c_u / n_samples``) or ``"psi2"`` (``|psi|^2`` renormalised
             over the unique samples).
+        stop_window, stop_tolerance: stop before ``steps`` once the mean energy of the last
+            ``stop_window`` steps is not lower than that of the ``stop_window`` before by more
+            than ``stop_tolerance`` standard errors of the difference
+            (:func:`nnqs.training.convergence.has_stopped_improving`); 0 = run every step.
     """
 
     steps: int = 1000
@@ -119,6 +123,8 @@ class OptimConfig:
     local_energy_threshold: float = 3e-3
     amplitudes: str = "full"
     weights: str = "counts"
+    stop_window: int = 0
+    stop_tolerance: float = 1.0
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.lr <= 0 or self.warmup < 0:
@@ -148,6 +154,9 @@ class OptimConfig:
                               f"(two positive integers), got {list(self.pretrain_cas)}")
         if not 0 <= self.pretrain_hf < 1:
             raise ValueError("pretrain_hf must lie in [0, 1)")
+        if self.stop_window < 0 or not self.stop_tolerance > 0:
+            raise ValueError(f"stop_window ({self.stop_window}) must be >= 0 and stop_tolerance "
+                             f"({self.stop_tolerance}) > 0")
         if self.pretrain_steps < 0 or self.pretrain_max_determinants < 0:
             raise ValueError(f"pretrain_steps ({self.pretrain_steps}) and pretrain_max_determinants "
                              f"({self.pretrain_max_determinants}) must be >= 0")

@@ -259,3 +259,16 @@ def test_frontier_last_order_puts_homo_and_lumo_at_the_end():
     # 8 orbitals, 3 occupied: distances from the Fermi level 2 1 0 | 0 1 2 3 4
     assert resolve_order("frontier_last", 8, 3) == [7, 6, 0, 5, 1, 4, 2, 3]
     assert sorted(resolve_order("frontier_last", 5, 5)) == list(range(5))
+
+
+def test_a_run_can_stop_on_evidence_and_reports_the_variance_extrapolation(tmp_path):
+    config = config_from_dict({**TINY, "optim": {**TINY["optim"], "steps": 200, "stop_window": 5,
+                                                   "stop_tolerance": 2.0}})
+    result = run(config, tmp_path / "out", progress=False)
+    assert result["stopped_early"] and 10 <= result["steps"] < 200
+    rows = list(csv.DictReader((tmp_path / "out" / "metrics.csv").open()))
+    assert len(rows) == result["steps"]
+    fit = result["variance_extrapolation"]
+    assert fit is None or fit["points"] >= 3
+    plain = run(config_from_dict(TINY), tmp_path / "plain", progress=False)
+    assert not plain["stopped_early"] and plain["steps"] == TINY["optim"]["steps"]
