@@ -75,6 +75,21 @@ def run(
                        initial_model=initial_model)
 
 
+def _refit_from_fresh(model, config: RunConfig, system: System, H, fidelity: float) -> None:
+    """The start fit ended below ``pretrain_min_fidelity``: fit a freshly initialised network
+    too and keep whichever reached the higher fidelity (in ``model``)."""
+    log.warning("start fit reached fidelity %.4f < %.2f; refitting a fresh network", fidelity,
+                config.optim.pretrain_min_fidelity)
+    torch.manual_seed(config.run.seed + 1)
+    fresh = build_model(config.model, system).to(model.device)
+    again = pretrain(fresh, H, config.optim, hf_occupation=system.hf_occupation, order=system.order)
+    if again is not None and again > fidelity:
+        model.load_state_dict(fresh.state_dict())
+        log.warning("kept the fresh network (fidelity %.4f)", again)
+    else:
+        log.warning("kept the first fit (the fresh one reached %.4f)", again if again is not None else float("nan"))
+
+
 def _importable(name: str) -> bool:
     try:
         return importlib.util.find_spec(name) is not None
@@ -131,7 +146,9 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
         if initial_model is not None:
             model.load_state_dict(initial_model)
         try:
-            pretrain(model, H, config.optim, hf_occupation=system.hf_occupation, order=system.order)
+            fidelity = pretrain(model, H, config.optim, hf_occupation=system.hf_occupation, order=system.order)
+            if fidelity is not None and fidelity < config.optim.pretrain_min_fidelity:
+                _refit_from_fresh(model, config, system, H, fidelity)
         except ValueError as error:  # a CAS window that does not fit the molecule
             raise ConfigError(f"[optim] {error}") from None
         with torch.no_grad():

@@ -85,16 +85,46 @@ def pretrain_hf(model, hf: torch.Tensor, target: float, *, lr: float = 1e-2, max
     return pretrain_to_state(model, hf, one, steps=max_steps, lr=lr, target_fidelity=target)
 
 
+#: ``pretrain = "auto"``: CISD when its HF weight ``|c_HF|^2`` is at least this, else CISD+CAS.
+AUTO_HF_WEIGHT = 0.85
+#: ``pretrain = "auto"``'s active space when ``pretrain_cas`` is not given: CAS(6, 6) (or smaller).
+AUTO_CAS = (6, 6)
+
+
+def _auto_cas(H, settings: OptimConfig) -> tuple[int, int]:
+    if settings.pretrain_cas:
+        return tuple(settings.pretrain_cas)
+    n_active = min(AUTO_CAS[1], H.n_orbitals)
+    n_electrons = min(AUTO_CAS[0], H.n_alpha + H.n_beta, 2 * n_active)
+    return n_electrons, n_active
+
+
 def start_state(H, settings: OptimConfig, *, hf_occupation: torch.Tensor, order: list[int]) -> CIState:
-    """The CI wavefunction that ``settings.pretrain`` (``"cisd"``, ``"casci"`` or ``"cisd_cas"``)
-    fits, for ``H`` with orbitals in autoregressive ``order`` (``order[i]`` = original orbital
-    at position ``i``; the CAS window is chosen in the original, energy-ordered orbitals).
+    """The CI wavefunction that ``settings.pretrain`` (``"cisd"``, ``"casci"``, ``"cisd_cas"`` or
+    ``"auto"``) fits, for ``H`` with orbitals in autoregressive ``order`` (``order[i]`` = original
+    orbital at position ``i``; the CAS window is chosen in the original, energy-ordered orbitals).
+
+    ``"auto"`` solves CISD and keeps it when HF carries at least :data:`AUTO_HF_WEIGHT` of it
+    (a single-reference state); otherwise (bonds stretched, multireference states) the union
+    of CISD and CAS(``pretrain_cas``, default CAS(6, 6)). The choice is logged.
 
     Raises:
         ValueError: a ``pretrain_cas`` window that does not fit the molecule.
     """
-    if settings.pretrain == "cisd":
-        return cisd(H, reference=hf_occupation)
+    if settings.pretrain in ("cisd", "auto"):
+        state = cisd(H, reference=hf_occupation)
+        if settings.pretrain == "cisd":
+            return state
+        hf_weight = float(state.coefficients[0] ** 2)  # the reference comes first
+        if hf_weight >= AUTO_HF_WEIGHT:
+            log.info("auto start: CISD (HF weight %.3f >= %.2f)", hf_weight, AUTO_HF_WEIGHT)
+            return state
+        cas = _auto_cas(H, settings)
+        log.info("auto start: CISD+CAS%s (HF weight %.3f < %.2f: multireference)", cas, hf_weight, AUTO_HF_WEIGHT)
+        try:
+            return cisd_cas(H, *cas, order=order)
+        except ValueError as error:
+            raise ValueError(f"pretrain_cas: {error}") from None
     build = casci if settings.pretrain == "casci" else cisd_cas
     try:
         return build(H, *settings.pretrain_cas, order=order)
@@ -102,14 +132,17 @@ def start_state(H, settings: OptimConfig, *, hf_occupation: torch.Tensor, order:
         raise ValueError(f"pretrain_cas: {error}") from None
 
 
-def pretrain(model, H, settings: OptimConfig, *, hf_occupation: torch.Tensor, order: list[int]) -> None:
-    """The supervised start chosen by ``settings.pretrain`` (``"none"``: nothing)."""
+def pretrain(model, H, settings: OptimConfig, *, hf_occupation: torch.Tensor, order: list[int]) -> float | None:
+    """The supervised start chosen by ``settings.pretrain`` (``"none"``: nothing); returns the
+    fidelity reached with the target (``None`` for ``"none"``)."""
     if settings.pretrain == "hf":
-        pretrain_hf(model, occupations_to_tokens(hf_occupation[None].long()), settings.pretrain_hf)
-    elif settings.pretrain != "none":
+        return pretrain_hf(model, occupations_to_tokens(hf_occupation[None].long()), settings.pretrain_hf)
+    value = None
+    if settings.pretrain != "none":
         state = start_state(H, settings, hf_occupation=hf_occupation, order=order)
         tokens = occupations_to_tokens(state.dets.long())
         value = pretrain_to_state(model, tokens, state.coefficients, steps=settings.pretrain_steps,
                                   max_determinants=settings.pretrain_max_determinants or None)
         log.info("%s start: E = %.8f over %d determinants, fidelity %.5f", settings.pretrain, state.energy,
                  state.dets.shape[0], value)
+    return value

@@ -69,15 +69,20 @@ class OptimConfig:
         adamw_lr: the peak learning rate of that AdamW phase. The NaN guard's halving of the
             learning rate carries over from one phase to the next.
         pretrain: the supervised start: ``"cisd"`` (fit the CISD wavefunction, signs included;
-            see :mod:`nnqs.pretrain`), ``"casci"`` (the CASCI(``pretrain_cas``) one),
+            see :mod:`nnqs.training.pretrain`), ``"casci"`` (the CASCI(``pretrain_cas``) one),
             ``"cisd_cas"`` (the ground state in the union of both spaces: for stretched bonds,
             where HF carries little weight and CISD fails; see :mod:`hamiltonians.ci`),
+            ``"auto"`` (CISD when HF carries at least 0.85 of it, else CISD+CAS with
+            ``pretrain_cas`` or CAS(6, 6); see :func:`nnqs.training.pretrain.start_state`),
             ``"hf"`` (train ``-log p(HF)`` until ``p(HF)`` reaches ``pretrain_hf``) or ``"none"``.
         pretrain_hf: the ``p(HF)`` target of ``pretrain = "hf"``.
         pretrain_cas: ``[n_electrons, n_orbitals]``, the active space of ``"casci"`` and
             ``"cisd_cas"`` (around the Fermi level in energy-ordered orbitals, see
             :func:`hamiltonians.ci.cas_determinants`).
         pretrain_steps: at most this many Adam steps of the CI fit.
+        pretrain_min_fidelity: a fit (warm-started or not) that ends below this fidelity is
+            repeated from a freshly initialised network, and the better of the two is kept (a
+            warm start from another geometry can trap the fit: N2 at 2.26 A reached 0.0004).
         pretrain_max_determinants: the CI fit uses at most this many determinants, those with
             the largest coefficients (0 = all); bounds the fit's cost on large CI spaces
             (CISD of N2/cc-pVDZ with a frozen core has 15,436 determinants; its largest 1024
@@ -119,6 +124,7 @@ class OptimConfig:
     pretrain_cas: tuple[int, ...] = ()
     pretrain_steps: int = 300
     pretrain_max_determinants: int = 1024
+    pretrain_min_fidelity: float = 0.5
     local_energy: str = "truncated"
     local_energy_threshold: float = 3e-3
     amplitudes: str = "full"
@@ -145,9 +151,11 @@ class OptimConfig:
             raise ValueError("adamw_steps is the AdamW phase before minSR: it needs method = 'minsr'")
         if self.weights not in ("counts", "psi2"):
             raise ValueError(f"weights must be 'counts' or 'psi2', got {self.weights!r}")
-        if self.pretrain not in ("cisd", "casci", "cisd_cas", "hf", "none"):
-            raise ValueError("pretrain must be 'cisd', 'casci', 'cisd_cas', 'hf' or 'none', "
+        if self.pretrain not in ("cisd", "casci", "cisd_cas", "auto", "hf", "none"):
+            raise ValueError("pretrain must be 'cisd', 'casci', 'cisd_cas', 'auto', 'hf' or 'none', "
                              f"got {self.pretrain!r}")
+        if not 0 <= self.pretrain_min_fidelity < 1:
+            raise ValueError(f"pretrain_min_fidelity must lie in [0, 1), got {self.pretrain_min_fidelity}")
         if self.pretrain in ("casci", "cisd_cas") and (
                 len(self.pretrain_cas) != 2 or not all(type(x) is int and x >= 1 for x in self.pretrain_cas)):
             raise ValueError(f"pretrain = {self.pretrain!r} needs pretrain_cas = [n_electrons, n_orbitals] "

@@ -272,3 +272,17 @@ def test_a_run_can_stop_on_evidence_and_reports_the_variance_extrapolation(tmp_p
     assert fit is None or fit["points"] >= 3
     plain = run(config_from_dict(TINY), tmp_path / "plain", progress=False)
     assert not plain["stopped_early"] and plain["steps"] == TINY["optim"]["steps"]
+
+
+def test_a_start_fit_below_the_fidelity_threshold_is_refitted_from_a_fresh_network(tmp_path, caplog):
+    import logging
+
+    config = config_from_dict({**TINY, "molecule": {"name": "lih", "geometry": "Li 0 0 0; H 0 0 1.5949",
+                                                    "basis": "sto-3g"},
+                               "optim": {**TINY["optim"], "steps": 2, "pretrain": "cisd", "pretrain_steps": 1,
+                                         "pretrain_min_fidelity": 0.999}})
+    with caplog.at_level(logging.WARNING, logger="nnqs.app.run"):
+        result = run(config, tmp_path / "out", progress=False)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("refitting a fresh network" in m for m in messages)
+    assert any(m.startswith("kept the") for m in messages) and result["steps"] == 2

@@ -35,3 +35,23 @@ def test_fit_on_the_largest_determinants_reports_the_fidelity_with_the_whole_tar
     on_top = fidelity(model, tokens[top], c[top] / c[top].norm())
     assert after == fidelity(model, tokens, c)
     assert on_top > 0.99 and after < on_top  # the fit saw only the 4 largest; the rest of the weight is missed
+
+
+def test_auto_start_picks_cisd_or_cisd_cas_by_the_hf_weight(caplog):
+    import logging
+
+    from nnqs.training.pretrain import start_state
+    from nnqs.training.settings import OptimConfig
+
+    settings = OptimConfig(pretrain="auto")
+    for r, expect in ((1.0977, "CISD ("), (2.5, "CISD+CAS")):
+        H = from_pyscf(f"N 0 0 0; N 0 0 {r}", "sto-3g")
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="nnqs.training.pretrain"):
+            state = start_state(H, settings, hf_occupation=H.hf_occupation(), order=list(range(H.n_orbitals)))
+        (message,) = [rec.getMessage() for rec in caplog.records if "auto start" in rec.getMessage()]
+        assert expect in message
+        plain = cisd(H)
+        assert state.energy <= plain.energy + 1e-12  # the union is never above CISD
+        if expect == "CISD+CAS":
+            assert state.energy < plain.energy - 1e-3 and state.dets.shape[0] > plain.dets.shape[0]
