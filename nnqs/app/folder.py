@@ -5,7 +5,8 @@
 ``OUT/.nnqs.owner``; a second run on the folder fails at once, naming that PID. A folder that
 already holds a run is refused unless the run resumes it (``--resume``) or replaces it
 (``--overwrite``, which deletes the previous outputs first). Temporary files that a killed
-run left behind (``.NAME.*.tmp`` of :func:`nnqs.app.io.atomic_write`) are removed.
+run left behind (``.NAME.*.tmp`` of :func:`nnqs.app.io.atomic_write`) are removed. A run that
+fails before writing anything into a folder it created removes the folder again.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def claim_run_folder(out: str | Path, *, resume: bool, overwrite: bool):
     if resume and overwrite:
         raise ConfigError("--resume continues a run and --overwrite replaces it: give one")
     out = Path(out)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(out / LOCK), timeout=0)
     try:
@@ -51,6 +53,7 @@ def claim_run_folder(out: str | Path, *, resume: bool, overwrite: bool):
     except Timeout:
         holder = (out / OWNER).read_text().strip() if (out / OWNER).exists() else "another process"
         raise ConfigError(f"{out} is in use by another nnqs run ({holder}); wait for it or choose another --out") from None
+    failed = False
     try:
         (out / OWNER).write_text(f"pid {os.getpid()} on {socket.gethostname()}\n")
         existing = previous_outputs(out)
@@ -65,7 +68,14 @@ def claim_run_folder(out: str | Path, *, resume: bool, overwrite: bool):
             stale.unlink()
             log.info("removed %s, left by an interrupted write", stale)
         yield out
+    except BaseException:
+        failed = True
+        raise
     finally:
         with contextlib.suppress(OSError):
             (out / OWNER).unlink()
         lock.release()
+        if failed and created and not any(p.name != LOCK for p in out.iterdir()):
+            with contextlib.suppress(OSError):  # a run that failed before writing anything leaves no folder
+                (out / LOCK).unlink()
+                out.rmdir()

@@ -96,3 +96,54 @@ def current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+GOOD_FCIDUMP = """ &FCI NORB=   2,NELEC=2,MS2=0,
+  ORBSYM=1,1,
+  ISYM=1,
+ &END
+ 0.6757101548035162    1    1    1    1
+ 0.1809311997842379    2    1    2    1
+ 0.6645817302552968    2    2    1    1
+ 0.6985613499177    2    2    2    2
+ -1.252477303982924    1    1    0    0
+ -0.4759344611440753    2    2    0    0
+ 0.7199689944489797    0    0    0    0
+"""
+BAD_FCIDUMPS = {
+    "header only": (GOOD_FCIDUMP.split("&END\n")[0] + "&END\n", ":4: no integrals"),
+    "cut at a line boundary": (GOOD_FCIDUMP.rsplit(" 0.7199", 1)[0], ":10: no core-energy line"),
+    "conflicting symmetric values": (GOOD_FCIDUMP.replace(" 0.7199", " 0.5 1 2 1 2\n 0.7199"), ":11: (1 2|1 2)"),
+    "NORB above the orbitals used": (GOOD_FCIDUMP.replace("NORB=   2", "NORB=   3").replace("ORBSYM=1,1,",
+                                                                                         "ORBSYM=1,1,1,"),
+                                     ":1: NORB=3, but no integral uses an orbital above 2"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FCIDUMPS))
+def test_bad_fcidumps_through_the_cli(tmp_path, case):
+    text, needle = BAD_FCIDUMPS[case]
+    (tmp_path / "f.fcidump").write_text(text)
+    result = nnqs(tmp_path, "run", "--fcidump", str(tmp_path / "f.fcidump"), "--out", str(tmp_path / "o"))
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and len(lines) == 1 and needle in lines[0], result.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_finished_runs_and_resumes_through_the_cli(tmp_path):
+    first = nnqs(tmp_path, "run", config(tmp_path), "--out", str(tmp_path / "done"))
+    assert first.returncode == 0, first.stderr
+    before = {p.name: p.read_bytes() for p in (tmp_path / "done").iterdir() if not p.name.startswith(".nnqs")}
+    other = tmp_path / "other.toml"
+    other.write_text(TINY.replace("0.7414", "0.9"))
+    (tmp_path / "xx.toml").write_text(TINY.replace("H 0 0 0; H 0 0 0.7414", "Xx 0 0 0; H 0 0 1"))
+    for args, needle in ((["run", config(tmp_path), "--out", str(tmp_path / "done")], "already holds a run"),
+                         (["run", config(tmp_path), "--out", str(tmp_path / "done"), "--resume", "--steps", "5"],
+                          "pass --extend"),
+                         (["run", str(other), "--out", str(tmp_path / "done"), "--resume"], "another [molecule]"),
+                         (["run", str(tmp_path / "xx.toml"), "--out", str(tmp_path / "xx")], "unknown element")):
+        result = nnqs(tmp_path, *args)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.returncode == 2 and len(lines) == 1 and needle in lines[0], result.stderr
+    after = {p.name: p.read_bytes() for p in (tmp_path / "done").iterdir() if not p.name.startswith(".nnqs")}
+    assert after == before
