@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from tests.hamiltonians.test_fcidump import GOOD
+
 TINY = """
 [molecule]
 name = "h2"
@@ -98,18 +100,7 @@ def current_umask() -> int:
     return mask
 
 
-GOOD_FCIDUMP = """ &FCI NORB=   2,NELEC=2,MS2=0,
-  ORBSYM=1,1,
-  ISYM=1,
- &END
- 0.6757101548035162    1    1    1    1
- 0.1809311997842379    2    1    2    1
- 0.6645817302552968    2    2    1    1
- 0.6985613499177    2    2    2    2
- -1.252477303982924    1    1    0    0
- -0.4759344611440753    2    2    0    0
- 0.7199689944489797    0    0    0    0
-"""
+GOOD_FCIDUMP = GOOD
 BAD_FCIDUMPS = {
     "header only": (GOOD_FCIDUMP.split("&END\n")[0] + "&END\n", ":4: no integrals"),
     "cut at a line boundary": (GOOD_FCIDUMP.rsplit(" 0.7199", 1)[0], ":10: no core-energy line"),
