@@ -190,6 +190,32 @@ def _compute(H, methods, fci_max_determinants):
     return out, notes, details
 
 
+def _compute_and_cache(H, todo, fci_max_determinants, key, entry, cache_path) -> dict:
+    """Compute ``todo`` into the cache ``entry`` and write it (best effort); return the entry."""
+    logger.info("computing reference energies %s for %s", todo, key[:80])
+    energies, notes, details = _compute(H, todo, fci_max_determinants)
+    for m in todo:
+        entry["energies"][m] = energies.get(m)
+        if m in notes:
+            entry["notes"][m] = notes[m]
+        else:
+            entry["notes"].pop(m, None)
+        if m in details:
+            entry["details"][m] = details[m]
+    missing = {m for m, note in entry["notes"].items()
+               if note == NO_PYSCF or note.startswith("block2 is not installed")}
+    saved = {**entry, "energies": {k: v for k, v in entry["energies"].items() if k not in missing}}
+    if cache_path:  # what could not run for a missing package is not cached: it runs once installed
+        cache = _load(cache_path)
+        cache[key] = saved
+        try:
+            _save(cache_path, cache)
+        except OSError as error:  # a cache is best effort
+            logger.warning("reference energies not cached: cannot write %s (%s)", cache_path,
+                           error.strerror or error)
+    return saved
+
+
 def reference_energies(
     H_or_spec,
     methods=METHODS,
@@ -231,29 +257,10 @@ def reference_energies(
     entry = cache.get(key, {"energies": {}, "notes": {}})
     entry.setdefault("details", {})
     todo = [m for m in methods if recompute or m not in entry["energies"]]
-    if todo:
-        logger.info("computing reference energies %s for %s", todo, key[:80])
-        energies, notes, details = _compute(H, todo, fci_max_determinants)
-        for m in todo:
-            entry["energies"][m] = energies.get(m)
-            if m in notes:
-                entry["notes"][m] = notes[m]
-            else:
-                entry["notes"].pop(m, None)
-            if m in details:
-                entry["details"][m] = details[m]
-        missing = {m for m, note in entry["notes"].items()
-                   if note == NO_PYSCF or note.startswith("block2 is not installed")}
-        if cache_path and missing:  # not cached: computed once the package is installed
-            entry = {**entry, "energies": {k: v for k, v in entry["energies"].items() if k not in missing}}
-        if cache_path:
-            cache = _load(cache_path)
-            cache[key] = entry
-            try:
-                _save(cache_path, cache)
-            except OSError as error:  # a cache is best effort
-                logger.warning("reference energies not cached: cannot write %s (%s)", cache_path,
-                               error.strerror or error)
+    # the quick methods first, then DMRG (minutes to hours), each batch cached as it finishes
+    for batch in ([m for m in todo if m != "dmrg"], [m for m in todo if m == "dmrg"]):
+        if batch:
+            entry = _compute_and_cache(H, batch, fci_max_determinants, key, entry, cache_path)
     result = {m: entry["energies"].get(m) for m in methods}
     result["notes"] = {m: entry["notes"][m] for m in methods if m in entry["notes"]}
     result["details"] = {m: entry["details"][m] for m in methods if m in entry["details"]}

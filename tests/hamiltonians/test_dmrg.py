@@ -58,3 +58,18 @@ def test_a_failing_dmrg_is_a_note_not_a_crash(molecules, monkeypatch):
     monkeypatch.setattr(dmrg_module, "dmrg_energy", boom)
     refs = reference_energies(H, ("dmrg",), cache_path=False)
     assert refs["dmrg"] is None and "DMRG failed: RuntimeError: out of memory" in refs["notes"]["dmrg"]
+
+
+def test_the_quick_references_are_cached_before_dmrg_starts(molecules, tmp_path, monkeypatch):
+    H = molecules("H2")
+    monkeypatch.setattr(dmrg_module, "dmrg_available", lambda: True)
+
+    def killed(H):
+        raise KeyboardInterrupt  # the run stopped during a long DMRG
+
+    monkeypatch.setattr(dmrg_module, "dmrg_energy", killed)
+    path = tmp_path / "refs.json"
+    with pytest.raises(KeyboardInterrupt):
+        reference_energies(H, ("hf", "fci", "dmrg"), cache_path=path)
+    (entry,) = json.loads(path.read_text()).values()
+    assert entry["energies"]["fci"] == pytest.approx(ground_state_energy(H), abs=1e-10)
