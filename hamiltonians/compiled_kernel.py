@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from hamiltonians.determinants import BITS_PER_WORD, n_words
-from hamiltonians.excitations import LIST_CUTOFF
+from hamiltonians.excitations import COMPILED_MAX_WORDS, LIST_CUTOFF
 
 try:  # pragma: no cover - exercised by whichever branch the machine takes
     import numba
@@ -42,8 +42,7 @@ except ImportError:  # pragma: no cover
 __all__ = ["AVAILABLE", "CompiledKernel"]
 
 _EMPTY = -1
-#: Key words the compiled kernel handles (2 x 63 bits: up to 126 spin orbitals).
-MAX_WORDS = 2
+MAX_WORDS = COMPILED_MAX_WORDS
 
 
 def _njit(fn):

@@ -45,6 +45,8 @@ __all__ = ["KernelTensors", "diagonal", "connected_chunk", "screened_chunk", "n_
 #: are left out of the compiled kernel's heat-bath lists; :meth:`MolecularHamiltonian.screened_connections` uses
 #: ``max(eps, LIST_CUTOFF)`` for every element and both kernels, so they keep the same ones.
 LIST_CUTOFF = 1e-14
+#: Key words the compiled kernel handles (2 x 63 bits: up to 126 spin orbitals).
+COMPILED_MAX_WORDS = 2
 
 
 def _pairs(n: int) -> torch.Tensor:

@@ -26,6 +26,7 @@ from hamiltonians.determinants import (
     unpack_keys,
 )
 from hamiltonians.excitations import (
+    COMPILED_MAX_WORDS,
     LIST_CUTOFF,
     KernelTensors,
     _check_counts,
@@ -173,7 +174,7 @@ class MolecularHamiltonian:
     def compiled_kernel_available(self) -> bool:
         """Whether :meth:`screened_connections` can use the compiled kernel here (Numba
         installed, integrals on the CPU, at most 126 spin orbitals)."""
-        if self.device.type != "cpu" or n_words(self.n_spin_orbitals) > 2:
+        if self.device.type != "cpu" or n_words(self.n_spin_orbitals) > COMPILED_MAX_WORDS:
             return False
         from hamiltonians import compiled_kernel  # imports numba, which takes a moment
 

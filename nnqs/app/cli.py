@@ -65,7 +65,7 @@ def _build_parser() -> argparse.ArgumentParser:
 def _analyse(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from nnqs.app.io import CheckpointError, load_checkpoint, write_json
+    from nnqs.app.io import load_checkpoint, write_json
     from nnqs.app.runconfig import ConfigError, config_from_dict
     from nnqs.app.system import build_model, run_system
     from nnqs.training.analysis import analyse_state, format_analysis
@@ -84,7 +84,7 @@ def _analyse(args: argparse.Namespace) -> int:
         model = build_model(config.model, system)
         model.load_state_dict(weights)
         analysis = analyse_state(model, system.hamiltonian, system.hf_occupation)
-    except (ConfigError, CheckpointError, ValueError, RuntimeError) as error:
+    except (ConfigError, ValueError, RuntimeError) as error:  # CheckpointError is a ValueError
         return _bad_input(error)
     except OSError as error:
         return _bad_input(_os_message(error))
@@ -95,8 +95,6 @@ def _analyse(args: argparse.Namespace) -> int:
 
 
 def _check_consistency(args: argparse.Namespace) -> int:
-    import torch
-
     from nnqs.wavefunction.consistency import check_consistency
 
     from nnqs.app.runconfig import ConfigError, check_device

@@ -230,7 +230,7 @@ def _final_result(config: RunConfig, system: System, trainer: Trainer, refs: dic
         "variance": est.variance,
         "energy_exact_variational": exact,
         "local_energy": config.optim.local_energy,
-        "kept_fraction": evaluation.kept_fraction,
+        "kept_fraction": evaluation.local_energy.kept_fraction,
         "truncation_bias_mha": bias,
         "references": refs,
         "error_vs_fci_mha": None if fci is None else 1e3 * (est.energy - fci),

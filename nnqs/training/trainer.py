@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from hamiltonians import MolecularHamiltonian
+from hamiltonians import LocalEnergyResult, MolecularHamiltonian
 from nnqs.training.estimators import EnergyEstimate, estimate_energy, evaluate_local_energies, sample_weights, vmc_loss
 from nnqs.training.settings import OptimConfig, SamplerConfig
 from nnqs.training.sr import log_psi_jacobian, minsr_direction
@@ -88,17 +88,19 @@ class StepRecord:
 
 @dataclass
 class Evaluation:
-    """A sample batch evaluated: ``log_psi`` (with gradients), ``e_loc``, ``weights`` (all
-    ``[U]``), the energy estimate, the kept fraction of connections and the local energies' time."""
+    """A sample batch evaluated: ``log_psi`` (with gradients) and ``weights`` ``[U]``, the energy
+    estimate, the kernel's :class:`hamiltonians.LocalEnergyResult` (``e_loc``, counts, amplitude
+    time) and the local energies' wall time."""
 
     log_psi: torch.Tensor
-    e_loc: torch.Tensor
     weights: torch.Tensor
     estimate: EnergyEstimate
-    kept_fraction: float
+    local_energy: LocalEnergyResult
     local_energy_seconds: float
-    n_amplitudes: int = 0
-    amplitude_seconds: float = 0.0
+
+    @property
+    def e_loc(self) -> torch.Tensor:
+        return self.local_energy.e_loc
 
 
 class Trainer:
@@ -142,8 +144,7 @@ class Trainer:
         seconds = time.perf_counter() - start
         weights = sample_weights(batch, cfg.weights).to(result.e_loc.device)
         estimate = estimate_energy(result.e_loc, weights, batch.n_samples)
-        return Evaluation(log_psi, result.e_loc, weights, estimate, result.kept_fraction, seconds,
-                          result.n_evaluated, result.amplitude_seconds)
+        return Evaluation(log_psi, weights, estimate, result, seconds)
 
     def train_step(self) -> StepRecord:
         start = time.perf_counter()
@@ -180,9 +181,10 @@ class Trainer:
         end = time.perf_counter()
         record = StepRecord(self.step, est.energy, est.stderr, est.variance, self.n_samples, batch.n_unique,
                             lr, grad_norm, end - start, rolled_back=not finite, method=method,
-                            kept_fraction=evaluation.kept_fraction, sample_seconds=sampled - start,
+                            kept_fraction=evaluation.local_energy.kept_fraction, sample_seconds=sampled - start,
                             local_energy_seconds=evaluation.local_energy_seconds,
-                            n_amplitudes=evaluation.n_amplitudes, amplitude_seconds=evaluation.amplitude_seconds,
+                            n_amplitudes=evaluation.local_energy.n_evaluated,
+                            amplitude_seconds=evaluation.local_energy.amplitude_seconds,
                             update_seconds=end - sampled - evaluation.local_energy_seconds)
         if self.window is not None:
             self.n_samples = self.window.update(self.n_samples, batch.n_unique)

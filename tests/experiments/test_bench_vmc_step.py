@@ -14,8 +14,9 @@ def test_quick_step_benchmark(tmp_path):
     assert json.loads(out.read_text())["results"] == payload["results"]
     (result,) = payload["results"]
     (step,) = result["steps"]
-    parts = step["sample_seconds"] + step["local_energy_seconds"] + step["update_seconds"]
-    assert parts == pytest.approx(step["seconds"], rel=1e-6)
+    assert 0 < step["sample_seconds"] < step["seconds"] and step["update_seconds"] > 0
+    assert 0 <= step["amplitude_seconds"] <= step["local_energy_seconds"]
+    assert step["n_amplitudes"] > 0 and 0 < step["kept_fraction"] <= 1
     floor = result["floor"]["per_eps"]
     assert [r["eps"] for r in floor] == sorted(r["eps"] for r in floor)
     assert all(a["kept_fraction"] >= b["kept_fraction"] for a, b in zip(floor, floor[1:]))
