@@ -104,6 +104,7 @@ def local_energy(
     psi_chunk: int = 1024,
     eps: float = 1e-12,
     kernel: str = "auto",
+    lookup: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> LocalEnergyResult:
     """Local energies of a batch of determinants.
 
@@ -130,6 +131,10 @@ def local_energy(
             ``log_psi_fn`` evaluations; 0 keeps every nonzero element).
         kernel: ``"auto"``, ``"compiled"`` or ``"torch"``: which Slater–Condon kernel finds the
             connections (see :meth:`MolecularHamiltonian.screened_connections`).
+        lookup: ``(occ_more [C, 2N], log_psi_more [C])``: more configurations with known
+            amplitudes (another process's samples) that count as part of the batch: an ``x'``
+            among them is looked up, not evaluated, and enters in every mode as a batch row
+            would. No local energy is computed for them.
     Returns:
         :class:`LocalEnergyResult` with ``e_loc`` complex ``[B]`` and the mode used.
     """
@@ -155,6 +160,13 @@ def local_energy(
     log_psi_x = log_psi_x.to(cdtype)
 
     e_loc = H.diagonal(occ_u8).to(cdtype)
+    table, log_psi_table = occ_u8, log_psi_x  # x' found here reuse these amplitudes
+    if lookup is not None:
+        more = as_occupation(torch.as_tensor(lookup[0]), H.n_spin_orbitals).to(occ_u8.device)
+        more_lp = torch.as_tensor(lookup[1]).detach().to(device=H.device, dtype=cdtype)
+        if more_lp.shape != (more.shape[0],):
+            raise ValueError(f"lookup log psi must have shape [{more.shape[0]}], got {tuple(more_lp.shape)}")
+        table, log_psi_table = torch.cat((occ_u8, more)), torch.cat((log_psi_x, more_lp))
     cut = {"exact": 0.0, "truncated": threshold, "sampled": math.inf}[mode]
     counts = {"connected": 0, "kept": 0, "unique": 0, "evaluated": n_eval}
     outside: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
@@ -187,12 +199,12 @@ def local_energy(
         counts["evaluated"] += uniq.shape[0]
         add(vals, rows, lp_u.to(device=H.device, dtype=cdtype)[inverse])
 
-    for keys, vals, rows, pos, nonzero in H.screened_connections(occ_u8, threshold=cut, eps=eps, chunk=chunk,
-                                                                  kernel=kernel):
+    for keys, vals, rows, pos, nonzero in H.screened_connections(table, threshold=cut, eps=eps, chunk=chunk,
+                                                                  kernel=kernel, expand=b):
         counts["connected"] += nonzero
         inside = pos >= 0
         counts["unique"] += int(torch.unique(pos[inside]).numel())
-        add(vals[inside], rows[inside], log_psi_x[pos[inside]])
+        add(vals[inside], rows[inside], log_psi_table[pos[inside]])
         if mode != "sampled" and not bool(inside.all()):
             out = ~inside
             outside.append((keys[out], vals[out], rows[out]))

@@ -190,7 +190,7 @@ class MolecularHamiltonian:
         return self._compiled_kernel
 
     def screened_connections(self, occ: torch.Tensor, *, threshold: float = 0.0, eps: float = 0.0,
-                             chunk: int | None = None, kernel: str = "auto"):
+                             chunk: int | None = None, kernel: str = "auto", expand: int | None = None):
         """The connections a local energy over the batch ``occ[B, 2N]`` needs, chunk by chunk.
 
         Keeps ``x'`` with ``|H_{x x'}| > max(eps, 1e-14)`` that are in the batch or have
@@ -204,6 +204,8 @@ class MolecularHamiltonian:
             kernel: ``"compiled"`` (the Numba kernel of :mod:`hamiltonians.compiled_kernel`),
                 ``"torch"`` (:func:`hamiltonians.excitations.screened_chunk`, any device) or
                 ``"auto"`` (compiled where available). Both give the same elements.
+            expand: connect only the first ``expand`` rows (default all); the others only
+                belong to the batch that ``x'`` are looked up in (e.g. other processes' samples).
         """
         if kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
@@ -214,20 +216,23 @@ class MolecularHamiltonian:
         eps = max(float(eps), LIST_CUTOFF)  # the compiled kernel's lists hold nothing smaller
         batch = pack_occupations(occ)
         step = self.samples_per_chunk(chunk)
+        expand = occ.shape[0] if expand is None else int(expand)
+        if not 0 <= expand <= occ.shape[0]:
+            raise ValueError(f"expand must be in [0, {occ.shape[0]}], got {expand}")
         if kernel == "torch" or (kernel == "auto" and not self.compiled_kernel_available()):
             batch_sorted, inverse = unique_keys(batch)
             batch_rows = torch.empty(batch_sorted.shape[0], dtype=torch.int64, device=self.device)
             batch_rows[inverse] = torch.arange(occ.shape[0], device=self.device)
-            for start in range(0, occ.shape[0], step):
+            for start in range(0, expand, step):
                 keys, vals, rows, pos, nonzero = screened_chunk(
-                    self._kernel, occ[start : start + step], batch_sorted, batch_rows,
+                    self._kernel, occ[start : min(start + step, expand)], batch_sorted, batch_rows,
                     threshold=threshold, eps=eps)
                 yield keys, vals, rows + start, pos, nonzero
             return
         ck = self._compiled()
         table = ck.batch_table(batch)
-        for start in range(0, occ.shape[0], step):
-            part = occ[start : start + step]
+        for start in range(0, expand, step):
+            part = occ[start : min(start + step, expand)]
             keys, vals, rows, pos, nonzero = ck.connections(part, table, capacity=part.shape[0] * self.n_excitations,
                                                             row_offset=start, threshold=threshold, eps=eps)
             yield keys, vals.to(self.dtype), rows, pos, nonzero

@@ -12,7 +12,7 @@ rows of decoder state are ever alive, and a resumed chunk rebuilds its state fro
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import torch
 
@@ -23,6 +23,15 @@ from samplers.protocol import AutoregressiveModel, SampleBatch
 #: The default budget of a cached sampler's K/V cache (bytes): it is allocated at most once per
 #: call, and the frontier is bounded by the rows it holds.
 DEFAULT_MAX_CACHE_BYTES = 256 * 2**20
+
+
+class Frontier(NamedTuple):
+    """Unique prefixes ``[U, L]`` (long), the draws down each ``[U]`` (int64) and their
+    ``log p(prefix)`` ``[U]`` (float64)."""
+
+    prefix: torch.Tensor
+    counts: torch.Tensor
+    log_prob: torch.Tensor
 
 
 class Decoder(Protocol):
@@ -61,6 +70,9 @@ def walk_tree(
     generator: torch.Generator | None,
     device: torch.device,
     max_rows: int,
+    *,
+    start: Frontier | None = None,
+    stop_rows: int | None = None,
 ) -> SampleBatch:
     """Run BAS over ``n_orbitals`` positions with at most ``max_rows`` frontier rows; see the
     module docstring.
@@ -68,19 +80,33 @@ def walk_tree(
     Random numbers are consumed in the same order for any decoder, so two decoders that give the
     same conditionals return identical samples for the same generator state. The walk reads
     back from the device only the number of children at each depth (to size the next frontier).
+
+    Args:
+        start: continue from this frontier (prefixes of one length, with their counts and log
+            probabilities) instead of the root; ``n_samples`` is then the whole sample's size
+            (the weights' denominator), of which ``start`` carries a part.
+        stop_rows: return the frontier itself, as prefixes ``[U, L]``, at the first depth where
+            it holds at least this many rows (or at ``L = n_orbitals``); ``<= max_rows``.
+            :mod:`samplers.split` walks the top of the tree this way.
     """
     n_samples = check_n_samples(n_samples)
     limit = int(max_rows)
     if limit < 1:
         raise ValueError(f"the row budget must allow at least one row, got {max_rows}")
-    root = (
-        torch.zeros(1, 0, dtype=torch.long, device=device),
-        torch.tensor([n_samples], dtype=torch.int64, device=device),
-        torch.zeros(1, dtype=torch.float64, device=device),
-    )
-    stack = [root]
-    done: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+    if stop_rows is not None and not 1 <= stop_rows <= limit:
+        raise ValueError(f"stop_rows must be in [1, max_rows={limit}], got {stop_rows}")
+    if start is None:
+        start = Frontier(
+            torch.zeros(1, 0, dtype=torch.long, device=device),
+            torch.tensor([n_samples], dtype=torch.int64, device=device),
+            torch.zeros(1, dtype=torch.float64, device=device),
+        )
     stats = {"peak_rows": 0, "peak_state_bytes": 0, "peak_allocated_bytes": 0, "chunks": 0, "decode_rows": 0}
+    if start.prefix.shape[1] == n_orbitals:  # already whole configurations
+        return SampleBatch(tokens=start.prefix, counts=start.counts, log_prob=start.log_prob, n_samples=n_samples,
+                           stats=stats)
+    stack = [tuple(part[s : s + limit] for part in start) for s in reversed(range(0, start.counts.numel(), limit))]
+    done: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
     while stack:
         prefix, counts, log_prob = stack.pop()
         stats["chunks"] += 1
@@ -97,7 +123,7 @@ def walk_tree(
             counts = child_counts[parent, token]
             log_prob = log_prob[parent] + probs[parent, token].to(torch.float64).log()
             prefix = torch.cat((prefix[parent], token[:, None]), dim=1)
-            if prefix.shape[1] == n_orbitals:
+            if prefix.shape[1] == n_orbitals or (stop_rows is not None and parent.numel() >= stop_rows):
                 done.append((prefix, counts, log_prob))
                 break
             if parent.numel() > limit:
@@ -108,6 +134,10 @@ def walk_tree(
                 keep = slice(0, limit)
                 parent, prefix, counts, log_prob = parent[keep], prefix[keep], counts[keep], log_prob[keep]
             decoder.reorder(parent, rows)  # rows <= limit, so parent still starts with arange(rows)
+    if not done:  # an empty start: a share of the tree with no prefixes
+        empty = start.prefix.new_zeros(0, n_orbitals)
+        return SampleBatch(tokens=empty, counts=start.counts[:0], log_prob=start.log_prob[:0],
+                           n_samples=n_samples, stats=stats)
     tokens, counts, log_prob = (torch.cat(parts) for parts in zip(*done))
     return SampleBatch(tokens=tokens, counts=counts, log_prob=log_prob, n_samples=n_samples, stats=stats)
 

@@ -14,8 +14,9 @@ PACKAGES = ("nnqs", "samplers", "hamiltonians")
 # What each part of the project may import from the project (itself always allowed).
 ALLOWED = {
     "nnqs.wavefunction": set(),
-    "nnqs.training": {"nnqs.wavefunction", "samplers", "hamiltonians"},
-    "nnqs.app": {"nnqs.wavefunction", "nnqs.training", "samplers", "hamiltonians"},
+    "nnqs.parallel": set(),
+    "nnqs.training": {"nnqs.wavefunction", "nnqs.parallel", "samplers", "hamiltonians"},
+    "nnqs.app": {"nnqs.wavefunction", "nnqs.parallel", "nnqs.training", "samplers", "hamiltonians"},
     "nnqs": {"nnqs.wavefunction", "nnqs.app"},  # the root package re-exports; __main__ runs the CLI
     "samplers": set(),
     "hamiltonians": set(),

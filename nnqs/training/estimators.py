@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from hamiltonians import LocalEnergyResult, MolecularHamiltonian, enumerate_determinants, local_energy
+from nnqs.parallel.comm import LOCAL, Communicator
 from nnqs.wavefunction.branching import branch_log_psi, prefix_state
 from nnqs.wavefunction.model import TransformerWavefunction
 from nnqs.wavefunction.tokens import occupations_to_tokens, tokens_to_occupations
@@ -28,19 +29,25 @@ class EnergyEstimate:
     stderr: float
 
 
-def sample_weights(batch: SampleBatch, kind: str = "counts") -> torch.Tensor:
-    """float64 ``[U]`` weights summing to 1: ``c_u / n_samples`` or renormalised ``|psi|^2``."""
+def sample_weights(batch: SampleBatch, kind: str = "counts", comm: Communicator = LOCAL) -> torch.Tensor:
+    """float64 ``[U]`` weights summing to 1 over all ranks: ``c_u / n_samples`` or renormalised
+    ``|psi|^2`` (normalised over every rank's samples)."""
     if kind == "counts":
         return batch.weights
     if kind == "psi2":
-        return torch.softmax(batch.log_prob.to(torch.float64), dim=0)
+        log_prob = batch.log_prob.to(torch.float64)
+        top = log_prob.max() if log_prob.numel() else log_prob.new_tensor(-math.inf)
+        top = comm.all_reduce(top, "max")
+        unnormalised = (log_prob - top).exp()
+        return unnormalised / comm.all_reduce(unnormalised.sum())
     raise ValueError(f"unknown weights {kind!r}")
 
 
-def estimate_energy(e_loc: torch.Tensor, weights: torch.Tensor, n_samples: int) -> EnergyEstimate:
-    """Weighted mean and variance of complex local energies ``[U]``."""
-    energy = (weights * e_loc).sum()
-    variance = float((weights * (e_loc - energy).abs() ** 2).sum())
+def estimate_energy(e_loc: torch.Tensor, weights: torch.Tensor, n_samples: int,
+                    comm: Communicator = LOCAL) -> EnergyEstimate:
+    """Weighted mean and variance of complex local energies ``[U]`` (summed over all ranks)."""
+    energy = comm.all_reduce((weights * e_loc).sum())
+    variance = float(comm.all_reduce((weights * (e_loc - energy).abs() ** 2).sum()))
     return EnergyEstimate(float(energy.real), variance, math.sqrt(variance / n_samples))
 
 
@@ -82,7 +89,8 @@ def branch_log_psi_fn(model: TransformerWavefunction, tokens: torch.Tensor):
 
 
 def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor, log_psi: torch.Tensor,
-                            mode: str, *, threshold: float = 0.0, amplitudes: str = "full") -> LocalEnergyResult:
+                            mode: str, *, threshold: float = 0.0, amplitudes: str = "full",
+                            comm: Communicator = LOCAL) -> LocalEnergyResult:
     """``E_loc`` of the sampled tokens ``[U, N]`` (``log_psi`` of them given, detached), with the
     kernel's counts (connections, how many entered, amplitudes evaluated).
 
@@ -92,6 +100,9 @@ def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor
         amplitudes: how the amplitudes of connected ``x'`` outside the samples are computed:
             ``"cache"`` (decoded from the samples' KV cache, :func:`branch_log_psi_fn`) or
             ``"full"`` (a full pass per ``x'``). Both give the same numbers.
+        comm: with several ranks, the other ranks' samples (and their amplitudes) are gathered
+            and count as sampled: an ``x'`` among them is looked up, so every mode gives the
+            local energies a single process would compute for the union of the samples.
     """
     if amplitudes not in ("cache", "full"):
         raise ValueError(f"amplitudes must be 'cache' or 'full', got {amplitudes!r}")
@@ -99,8 +110,14 @@ def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor
     branches = None
     if amplitudes == "cache" and mode != "sampled":
         branches = branch_log_psi_fn(model, tokens)
+    log_psi = log_psi.detach().to(torch.complex128)
+    lookup = None
+    if comm.world_size > 1:
+        others = [r for r in range(comm.world_size) if r != comm.rank]
+        all_occ, all_log_psi = comm.all_gather(occ), comm.all_gather(log_psi)
+        lookup = (torch.cat([all_occ[r] for r in others]), torch.cat([all_log_psi[r] for r in others]))
     result = local_energy(H, occ, occupation_log_psi(model), mode=mode, threshold=threshold,
-                          connected_log_psi_fn=branches, log_psi_x=log_psi.detach().to(torch.complex128))
+                          connected_log_psi_fn=branches, log_psi_x=log_psi, lookup=lookup)
     result.e_loc = result.e_loc.to(torch.complex128)
     return result
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 import torch
 from torch.func import jacrev, vmap
 
+from nnqs.parallel.comm import LOCAL, Communicator
+
 
 def log_psi_jacobian(model, tokens: torch.Tensor, *, chunk: int = 512) -> torch.Tensor:
     """Per-sample ``d log psi / d theta`` of every trainable parameter, stacked real/imag.
@@ -38,7 +40,8 @@ def log_psi_jacobian(model, tokens: torch.Tensor, *, chunk: int = 512) -> torch.
         out = torch.func.functional_call(model, p, (x[None],), {"validate": False}, strict=False)
         return torch.stack((out.real[0], out.imag[0]))
 
-    rows = []
+    rows = [torch.zeros(0, 2, sum(params[name].numel() for name in names), dtype=next(iter(params.values())).dtype,
+                        device=tokens.device)]  # a rank may hold no samples
     for start in range(0, tokens.shape[0], chunk):
         jac = vmap(jacrev(single), in_dims=(None, 0))(params, tokens[start : start + chunk])
         rows.append(torch.cat([jac[name].flatten(2) for name in names], dim=2))
@@ -46,62 +49,92 @@ def log_psi_jacobian(model, tokens: torch.Tensor, *, chunk: int = 512) -> torch.
 
 
 def minsr_direction(
-    jacobian: torch.Tensor, e_loc: torch.Tensor, weights: torch.Tensor, *, shift: float = 1e-4
+    jacobian: torch.Tensor, e_loc: torch.Tensor, weights: torch.Tensor, *, shift: float = 1e-4,
+    comm: Communicator = LOCAL,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The minSR update direction ``d`` ``[P]`` and the plain energy gradient ``[P]`` (float64).
 
     Args:
         jacobian: ``[U, 2, P]`` from :func:`log_psi_jacobian`.
         e_loc: complex ``[U]`` local energies.
-        weights: ``[U]``, summing to 1.
+        weights: ``[U]``, summing to 1 (over all ranks).
         shift: the diagonal shift ``lambda`` of the ``2U x 2U`` sample-space matrix.
+        comm: with several ranks, each passes its own samples' rows; the ``2U x 2U`` matrix of
+            all ranks' samples is assembled by :func:`sample_space_gram`, and ``d`` and the
+            gradient returned are the whole sample's, the same on every rank.
     """
     w = weights.to(torch.float64)
     sw = w.sqrt()
-    energy = (w * e_loc).sum()
+    energy = comm.all_reduce((w * e_loc).sum())
     eps = (e_loc - energy) * sw
-    e_t = torch.cat((eps.real, eps.imag)).to(torch.float64)       # [2U]
     u, p = jacobian.shape[0], jacobian.shape[2]
     # The amplitude (real part) and the phase (imaginary part) come from separate networks, so
     # each half of Ot is zero on the other network's columns: keep only the columns it touches.
-    cols = [(jacobian[:, k] != 0).any(dim=0) for k in (0, 1)]
-    blocks = [_centred(jacobian[:, k][:, cols[k]], w, sw) for k in (0, 1)]   # [U, P_k] each
-    t = sample_space_gram(blocks, cols)
+    cols = [comm.all_reduce((jacobian[:, k] != 0).any(dim=0), "max") for k in (0, 1)]
+    blocks = [_centred(jacobian[:, k][:, cols[k]], w, sw, comm) for k in (0, 1)]   # [U, P_k] each
+    t = sample_space_gram(blocks, cols, comm)
     t.diagonal().add_(shift)
-    y = torch.linalg.solve(t, e_t)
+    # Ot's rows: the real parts of every rank's samples, then the imaginary parts.
+    e_t = torch.cat(comm.all_gather(eps.real) + comm.all_gather(eps.imag)).to(torch.float64)   # [2U_all]
+    y = comm.broadcast(torch.linalg.solve(t, e_t))  # rank 0's solution everywhere: bitwise equal updates
+    sizes = comm.sizes(u)
+    first, total = sum(sizes[: comm.rank]), sum(sizes)
+    mine = [slice(first, first + u), slice(total + first, total + first + u)]
     direction = torch.zeros(p, dtype=torch.float64, device=jacobian.device)
     gradient = torch.zeros_like(direction)
     for k in (0, 1):
-        direction[cols[k]] += blocks[k].T @ y[k * u : (k + 1) * u]
-        gradient[cols[k]] += 2.0 * (blocks[k].T @ e_t[k * u : (k + 1) * u])
-    return direction, gradient
+        direction[cols[k]] += blocks[k].T @ y[mine[k]]
+        gradient[cols[k]] += 2.0 * (blocks[k].T @ e_t[mine[k]])
+    return comm.all_reduce(direction), comm.all_reduce(gradient)
 
 
-def _centred(block: torch.Tensor, w: torch.Tensor, sw: torch.Tensor) -> torch.Tensor:
-    """``sqrt(w_u) (O_u - sum_v w_v O_v)`` in float64, for ``block`` ``[U, P']``."""
+def _centred(block: torch.Tensor, w: torch.Tensor, sw: torch.Tensor, comm: Communicator = LOCAL) -> torch.Tensor:
+    """``sqrt(w_u) (O_u - sum_v w_v O_v)`` in float64, for ``block`` ``[U, P']`` (the mean over
+    all ranks' samples)."""
     block = block.to(torch.float64, copy=True)
-    block -= w @ block
+    block -= comm.all_reduce(w @ block)
     block *= sw[:, None]
     return block
 
 
-def sample_space_gram(blocks: list[torch.Tensor], cols: list[torch.Tensor]) -> torch.Tensor:
+def sample_space_gram(blocks: list[torch.Tensor], cols: list[torch.Tensor], comm: Communicator = LOCAL) -> torch.Tensor:
     """``Ot Ot^T`` ``[2U, 2U]`` for ``Ot = [Re Obar; Im Obar]`` given on their nonzero columns.
 
     Args:
-        blocks: ``[Re Obar[:, cols[0]], Im Obar[:, cols[1]]]``, each ``[U, P_k]``.
-        cols: boolean ``[P]`` masks of the columns each block keeps.
+        blocks: ``[Re Obar[:, cols[0]], Im Obar[:, cols[1]]]``, each ``[U, P_k]``: this rank's
+            samples' rows.
+        cols: boolean ``[P]`` masks of the columns each block keeps (the same on every rank).
+        comm: with ``K`` ranks, ``U`` is the total over the ranks and the rows of ``Ot`` are
+            ordered real parts (rank 0, 1, ...), then imaginary parts. Each rank computes its
+            own rows of the matrix against every rank's blocks, which arrive one rank at a time
+            by broadcast, and the rows are then gathered. Memory per rank: its blocks, one other
+            rank's blocks and the whole ``[2U, 2U]`` float64 matrix.
     """
     re, im = blocks
     u = re.shape[0]
     both = cols[0] & cols[1]
-    t = re.new_empty(2 * u, 2 * u)
-    t[:u, :u] = re @ re.T
-    t[u:, u:] = im @ im.T
-    cross = re[:, both[cols[0]]] @ im[:, both[cols[1]]].T
-    t[:u, u:] = cross
-    t[u:, :u] = cross.T
-    return t
+    in_re, in_im = both[cols[0]], both[cols[1]]   # the columns both blocks keep
+    sizes = comm.sizes(u)
+    total = sum(sizes)
+    rows = re.new_empty(2 * u, 2 * total)         # this rank's rows: [Re; Im] x [Re all, Im all]
+    first = 0
+    for src, n in enumerate(sizes):
+        if src == comm.rank:
+            re_s, im_s = re, im
+            if comm.world_size > 1:  # the other ranks receive ours
+                comm.broadcast(re, src)
+                comm.broadcast(im, src)
+        else:
+            re_s = comm.broadcast(re.new_empty(n, re.shape[1]), src)
+            im_s = comm.broadcast(im.new_empty(n, im.shape[1]), src)
+        re_cols, im_cols = slice(first, first + n), slice(total + first, total + first + n)
+        rows[:u, re_cols] = re @ re_s.T
+        rows[u:, im_cols] = im @ im_s.T
+        cross = re[:, in_re] @ im_s[:, in_im].T
+        rows[:u, im_cols] = cross
+        rows[u:, re_cols] = cross.T if src == comm.rank else im[:, in_im] @ re_s[:, in_re].T
+        first += n
+    return torch.cat(comm.all_gather(rows[:u]) + comm.all_gather(rows[u:]))
 
 
 def minsr_direction_reference(

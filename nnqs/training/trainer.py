@@ -14,15 +14,18 @@ import math
 import time
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from hamiltonians import LocalEnergyResult, MolecularHamiltonian
+from nnqs.parallel.comm import LOCAL, Communicator
 from nnqs.training.estimators import EnergyEstimate, estimate_energy, evaluate_local_energies, sample_weights, vmc_loss
 from nnqs.training.settings import OptimConfig, SamplerConfig
 from nnqs.training.sr import log_psi_jacobian, minsr_direction
 from nnqs.training.window import UniqueWindow
 from nnqs.wavefunction.model import TransformerWavefunction
-from samplers import SampleBatch, bas
+from samplers import SampleBatch, bas, split
+from samplers.tree import Frontier
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +114,9 @@ class Trainer:
     """
 
     def __init__(self, model: TransformerWavefunction, H: MolecularHamiltonian, optim: OptimConfig,
-                 sampler: SamplerConfig, *, seed: int = 0) -> None:
+                 sampler: SamplerConfig, *, seed: int = 0, comm: Communicator = LOCAL) -> None:
         self.model, self.H, self.optim_cfg, self.sampler_cfg = model, H, optim, sampler
+        self.comm = comm
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         if optim.method == "adamw" or optim.adamw_steps:
             self.optimizers["adamw"] = torch.optim.AdamW(
@@ -130,20 +134,40 @@ class Trainer:
 
     # -- one step ------------------------------------------------------------------------
     def sample(self, n_samples: int) -> SampleBatch:
-        return bas.sample(self.model, n_samples, generator=self.generator,
-                          max_unique=self.sampler_cfg.max_unique or None,
-                          max_cache_bytes=self.sampler_cfg.max_cache_bytes)
+        """BAS; with several ranks, this rank's share of one sample (:mod:`samplers.split`): the
+        top of the tree from the shared stream, the rank's subtrees from a stream seeded by a
+        draw from it and the rank."""
+        options = dict(max_unique=self.sampler_cfg.max_unique or None,
+                       max_cache_bytes=self.sampler_cfg.max_cache_bytes)
+        if self.comm.world_size == 1:
+            return bas.sample(self.model, n_samples, generator=self.generator, **options)
+        return split.sample_share(self.model, n_samples, rank=self.comm.rank, world_size=self.comm.world_size,
+                                  generator=self.generator, rank_generator=self._rank_generator(),
+                                  share=self._share_top, **options)
+
+    def _rank_generator(self) -> torch.Generator:
+        base = int(torch.randint(2**62, (1,), generator=self.generator, device=self.generator.device))
+        seed = int(np.random.SeedSequence([base, self.comm.rank]).generate_state(1, np.uint64)[0] >> 1)
+        return torch.Generator(device=self.model.device).manual_seed(seed)
+
+    def _share_top(self, top: Frontier) -> Frontier:
+        """Rank 0's top of the tree on every rank (ranks on different hardware could round
+        the conditionals differently and split the draws differently)."""
+        shared = self.comm.broadcast_object(tuple(t.cpu() for t in top))
+        return Frontier(*(t.to(self.model.device) for t in shared))
 
     def evaluate(self, batch: SampleBatch) -> Evaluation:
-        """log psi (with grad), E_loc, weights and the energy estimate of a sample batch."""
+        """log psi (with grad), E_loc, weights and the energy estimate of a sample batch (with
+        several ranks: this rank's samples, the estimate over all of them)."""
         log_psi = self.model.log_psi(batch.tokens)
         start = time.perf_counter()
         cfg = self.optim_cfg
         result = evaluate_local_energies(self.model, self.H, batch.tokens, log_psi, cfg.local_energy,
-                                         threshold=cfg.local_energy_threshold, amplitudes=cfg.amplitudes)
+                                         threshold=cfg.local_energy_threshold, amplitudes=cfg.amplitudes,
+                                         comm=self.comm)
         seconds = time.perf_counter() - start
-        weights = sample_weights(batch, cfg.weights).to(result.e_loc.device)
-        estimate = estimate_energy(result.e_loc, weights, batch.n_samples)
+        weights = sample_weights(batch, cfg.weights, self.comm).to(result.e_loc.device)
+        estimate = estimate_energy(result.e_loc, weights, batch.n_samples, self.comm)
         return Evaluation(log_psi, weights, estimate, result, seconds)
 
     def train_step(self) -> StepRecord:
@@ -162,39 +186,64 @@ class Trainer:
                               time.perf_counter() - start, rolled_back=True, method=method)
         batch = self.sample(self.n_samples)
         sampled = time.perf_counter()
-        evaluation = self.evaluate(batch)
-        log_psi, e_loc, weights, est = evaluation.log_psi, evaluation.e_loc, evaluation.weights, evaluation.estimate
         optimizer.zero_grad(set_to_none=True)
-        if method == "minsr":
-            loss = self._minsr_gradient(batch.tokens, e_loc, weights)
-        else:
-            loss = vmc_loss(log_psi, e_loc, weights, complex((weights * e_loc).sum()))
-            loss.backward()
+        evaluation, loss = self.gradient(batch, method)
+        est = evaluation.estimate
         clip = self.optim_cfg.clip or float("inf")
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip))
-        finite = math.isfinite(est.energy) and math.isfinite(grad_norm) and math.isfinite(float(loss.detach()))
+        finite = math.isfinite(est.energy) and math.isfinite(grad_norm) and math.isfinite(float(loss))
         if finite:
             self.mark_good()  # these weights gave a finite energy and gradient
             optimizer.step()
         else:
             self._roll_back()
         end = time.perf_counter()
-        record = StepRecord(self.step, est.energy, est.stderr, est.variance, self.n_samples, batch.n_unique,
+        le = evaluation.local_energy
+        n_unique, n_kept, n_connected, n_amplitudes = self.comm.all_reduce(torch.tensor(
+            [batch.n_unique, le.n_kept, le.n_connected, le.n_evaluated], dtype=torch.int64)).tolist()
+        record = StepRecord(self.step, est.energy, est.stderr, est.variance, self.n_samples, n_unique,
                             lr, grad_norm, end - start, rolled_back=not finite, method=method,
-                            kept_fraction=evaluation.local_energy.kept_fraction, sample_seconds=sampled - start,
+                            kept_fraction=n_kept / n_connected if n_connected else 1.0, sample_seconds=sampled - start,
                             local_energy_seconds=evaluation.local_energy_seconds,
-                            n_amplitudes=evaluation.local_energy.n_evaluated,
-                            amplitude_seconds=evaluation.local_energy.amplitude_seconds,
+                            n_amplitudes=n_amplitudes, amplitude_seconds=le.amplitude_seconds,
                             update_seconds=end - sampled - evaluation.local_energy_seconds)
         if self.window is not None:
-            self.n_samples = self.window.update(self.n_samples, batch.n_unique)
+            self.n_samples = self.window.update(self.n_samples, n_unique)  # the global unique count
         self.step += 1
         return record
+
+    def gradient(self, batch: SampleBatch, method: str) -> tuple[Evaluation, torch.Tensor]:
+        """Evaluate ``batch`` and write the update into ``p.grad`` (zeroed before by the caller):
+        the energy gradient (``"adamw"``) or the minSR direction (``"minsr"``), summed over the
+        ranks' samples, so the same on every rank. Returns the evaluation and a scalar that is
+        finite when the update is (the loss, or the gradient's norm for minSR)."""
+        evaluation = self.evaluate(batch)
+        log_psi, e_loc, weights = evaluation.log_psi, evaluation.e_loc, evaluation.weights
+        if method == "minsr":
+            return evaluation, self._minsr_gradient(batch.tokens, e_loc, weights)
+        loss = vmc_loss(log_psi, e_loc, weights, complex(self.comm.all_reduce((weights * e_loc).sum())))
+        loss.backward()
+        self._sum_gradients()
+        return evaluation, self.comm.all_reduce(loss.detach())
+
+    def _sum_gradients(self) -> None:
+        """Sum ``p.grad`` over the ranks (one collective over the flattened gradients)."""
+        if self.comm.world_size == 1:
+            return
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        total = self.comm.all_reduce(torch.cat([p.grad.flatten() for p in params]))
+        offset = 0
+        for p in params:
+            p.grad.copy_(total[offset : offset + p.numel()].view_as(p))
+            offset += p.numel()
 
     def _minsr_gradient(self, tokens: torch.Tensor, e_loc: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Write the minSR direction into ``p.grad`` (the SGD step then applies ``-lr * d``)."""
         jac = log_psi_jacobian(self.model, tokens)
-        direction, gradient = minsr_direction(jac, e_loc, weights, shift=self.optim_cfg.sr_shift)
+        direction, gradient = minsr_direction(jac, e_loc, weights, shift=self.optim_cfg.sr_shift, comm=self.comm)
         offset = 0
         for p in (p for p in self.model.parameters() if p.requires_grad):  # log_psi_jacobian's order
             n = p.numel()

@@ -69,7 +69,7 @@ def tokens_to_occupations(tokens: torch.Tensor) -> torch.Tensor:
     check_tokens(tokens)
     tokens = tokens.long()
     occ = torch.stack((token_alpha(tokens), token_beta(tokens)), dim=-1)
-    return occ.reshape(tokens.shape[0], -1)
+    return occ.reshape(tokens.shape[0], 2 * tokens.shape[1])
 
 
 @dataclass(frozen=True)

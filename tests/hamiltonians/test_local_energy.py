@@ -160,3 +160,33 @@ def test_truncated_mode_against_an_explicit_sum(molecules):
     assert torch.allclose(via_parent.e_loc, got.e_loc, atol=1e-12, rtol=0)
     with pytest.raises(ValueError, match="threshold"):
         local_energy(H, sub, fn, mode="truncated", threshold=-1.0, log_psi_x=lp_sub)
+
+
+@pytest.mark.parametrize("kernel", ["compiled", "torch"])
+@pytest.mark.parametrize("mode", ["exact", "truncated", "sampled"])
+def test_lookup_rows_count_as_batch(molecules, mode, kernel):
+    """Another process's samples passed as ``lookup``: the first rows' local energies are the
+    ones of the whole batch, and x' among the lookup rows are never evaluated."""
+    H = molecules("H2O")
+    e, vec, dets = ground_state(H)
+    fn = _lookup_fn(dets, vec)
+    sub = dets[torch.from_numpy(np.abs(vec) > 1e-5)]
+    lp = fn(sub)
+    cut = sub.shape[0] // 3
+    options = dict(mode=mode, threshold=2e-2, eps=EPS, kernel=kernel)
+    whole = local_energy(H, sub, fn, log_psi_x=lp, **options)
+    evaluated = []
+
+    def counting(occ):
+        evaluated.append(occ)
+        return fn(occ)
+
+    part = local_energy(H, sub[:cut], counting, log_psi_x=lp[:cut], lookup=(sub[cut:], lp[cut:]), **options)
+    torch.testing.assert_close(part.e_loc, whole.e_loc[:cut], atol=1e-12, rtol=0)
+    if evaluated:
+        seen = set(pack_occupations(torch.cat(evaluated))[:, 0].tolist())
+        assert not seen & set(pack_occupations(sub)[:, 0].tolist())
+    empty = local_energy(H, sub[:0], fn, log_psi_x=lp[:0], lookup=(sub, lp), **options)
+    assert empty.e_loc.shape == (0,)
+    with pytest.raises(ValueError, match="lookup"):
+        local_energy(H, sub[:cut], fn, log_psi_x=lp[:cut], lookup=(sub[cut:], lp[:2]), **options)
