@@ -1,6 +1,9 @@
 """Command-line interface: ``nnqs run``, ``nnqs analyse`` and ``nnqs check-consistency``.
 
-Exit codes: 0 success, 1 a check failed, 2 bad input.
+Exit codes: 0 success, 1 a check failed (or, under torchrun, another rank was lost), 2 bad input.
+
+``torchrun --nproc_per_node=K -m nnqs run CONFIG.toml`` runs one VMC job on ``K`` processes
+(:mod:`nnqs.parallel`); rank 0 alone prints and writes.
 """
 
 from __future__ import annotations
@@ -130,8 +133,10 @@ def _run(args: argparse.Namespace) -> int:
     from hamiltonians import FCIDUMPError
     from nnqs.app.io import CheckpointError
     from nnqs.app.run import run
-    from nnqs.app.runconfig import ConfigError, config_from_dict, load_config
+    from nnqs.app.runconfig import ConfigError, check_device, config_from_dict, load_config
+    from nnqs.parallel import LOCAL, RankLostError, init_from_env, shutdown
 
+    comm = LOCAL
     try:
         if bool(args.config) == bool(args.fcidump):
             raise ConfigError("give either a CONFIG.toml or --fcidump FILE")
@@ -151,17 +156,32 @@ def _run(args: argparse.Namespace) -> int:
         out = args.out or str(Path("runs") / config.molecule.name)
         if args.extend and not args.resume:
             raise ConfigError("--extend goes with --resume")
+        check_device(config.run.device)
+        try:
+            comm, device = init_from_env(config.run.device, timeout_seconds=config.run.collective_timeout)
+        except ValueError as error:  # torchrun's variables, malformed
+            raise ConfigError(str(error)) from None
+        if comm.world_size > 1:
+            config = config.replace("run", device=device)
+            if not comm.is_main:  # one copy of each warning
+                logging.getLogger().setLevel(logging.ERROR)
         result = run(config, out, resume=args.resume, overwrite=args.overwrite, extend=args.extend,
-                     stop_after=args.stop_after,
-                     progress=not args.no_progress and sys.stderr.isatty())
+                     stop_after=args.stop_after, progress=not args.no_progress and sys.stderr.isatty(), comm=comm)
+    except RankLostError as error:
+        print(f"nnqs: error: {error}", file=sys.stderr)
+        return EXIT_FAILED
     except (ConfigError, FCIDUMPError, CheckpointError) as error:
-        return _bad_input(error)
+        return _bad_input(error, comm)
     except ModuleNotFoundError as error:
         if error.name in ("pyscf", "openfermion"):
-            return _bad_input(f"this run needs {error.name}: pip install 'nnqs[chem]'")
+            return _bad_input(f"this run needs {error.name}: pip install 'nnqs[chem]'", comm)
         raise
     except OSError as error:  # the output folder: an existing file, a path under a file, no permission
-        return _bad_input(_os_message(error))
+        return _bad_input(_os_message(error), comm)
+    finally:
+        shutdown()
+    if not comm.is_main:
+        return EXIT_OK
     if "stopped_at" in result:
         print(f"stopped after step {result['stopped_at']}; continue with --resume (outputs in {out})")
         return EXIT_OK
@@ -169,8 +189,9 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _bad_input(message) -> int:
-    print(f"nnqs: error: {message}", file=sys.stderr)
+def _bad_input(message, comm=None) -> int:
+    if comm is None or comm.is_main:  # every rank raises rank 0's error; it is said once
+        print(f"nnqs: error: {message}", file=sys.stderr)
     return EXIT_BAD_INPUT
 
 

@@ -9,6 +9,7 @@ start and the trainer (:mod:`nnqs.training`). Writes into the output folder:
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import time
@@ -22,6 +23,7 @@ from nnqs.app.io import load_checkpoint, save_checkpoint, write_json
 from nnqs.app.report import MetricsLog, plot_convergence
 from nnqs.app.runconfig import ConfigError, RunConfig, check_device, config_from_dict
 from nnqs.app.system import System, build_model, run_system
+from nnqs.parallel.comm import LOCAL, Communicator
 from nnqs.training.convergence import has_stopped_improving, variance_extrapolation
 from nnqs.training.estimators import estimate_energy, evaluate_local_energies, exact_variational_energy
 from nnqs.training.pretrain import pretrain
@@ -47,10 +49,17 @@ def run(
     stop_after: int | None = None,
     progress: bool = True,
     initial_model: dict | None = None,
+    comm: Communicator = LOCAL,
 ) -> dict:
     """Run VMC as configured; return the result dictionary (also written to ``result.json``).
 
-    The folder is held by this run alone (:func:`nnqs.app.folder.claim_run_folder`).
+    The folder is held by this run alone (:func:`nnqs.app.folder.claim_run_folder`). With
+    several processes (``comm``, from :func:`nnqs.parallel.init_from_env` under torchrun), every
+    rank calls this: rank 0 alone claims the folder, builds the system (PySCF, references),
+    fits the start, reads and writes checkpoints, metrics, plots and ``result.json``, and hands
+    what the others need over collectives; each step's sampling, local energies and update are
+    split over the ranks (:class:`nnqs.training.trainer.Trainer`). An error on rank 0 before the
+    first step is raised on every rank.
 
     Args:
         config: the run configuration.
@@ -65,14 +74,17 @@ def run(
         initial_model: a model ``state_dict`` to start from (a warm start, e.g. from a nearby
             geometry); the configured pretraining then refits it to this system (the orbitals'
             signs can change between geometries).
+        comm: the processes of this run (default: this one alone).
     """
     check_device(config.run.device)
     if config.molecule.geometry and not _importable("pyscf"):
         raise ConfigError("a [molecule] geometry needs PySCF for its integrals: pip install 'nnqs[chem]' "
                           "(or run from an FCIDUMP file)")
-    with claim_run_folder(out_dir, resume=resume, overwrite=overwrite) as out:
-        return _run_in(config, out, resume=resume, extend=extend, stop_after=stop_after, progress=progress,
-                       initial_model=initial_model)
+    with contextlib.ExitStack() as held:
+        out = comm.run_on_main(lambda: held.enter_context(claim_run_folder(out_dir, resume=resume,
+                                                                           overwrite=overwrite)))
+        return _run_in(config, out, resume=resume, extend=extend, stop_after=stop_after,
+                       progress=progress and comm.is_main, initial_model=initial_model, comm=comm)
 
 
 def _refit_from_fresh(model, config: RunConfig, system: System, H, fidelity: float) -> None:
@@ -114,23 +126,43 @@ def _check_resumable(config: RunConfig, state: dict, path: Path, extend: bool) -
         raise ConfigError(f"--resume: the checkpoint is already at step {state['trainer']['step']} > steps = {new}")
 
 
+def _read_checkpoint(config: RunConfig, ckpt_path: Path, extend: bool) -> dict:
+    if not ckpt_path.exists():
+        raise ConfigError(f"--resume: no checkpoint at {ckpt_path}")
+    state = load_checkpoint(ckpt_path, map_location="cpu")
+    _check_resumable(config, state, ckpt_path, extend)
+    return state
+
+
+def _start(model, config: RunConfig, system: System, H, initial_model: dict | None) -> dict:
+    """The fitted start (the configured CI fit, refitted from a fresh network if it stays below
+    ``pretrain_min_fidelity``); returns the weights."""
+    if initial_model is not None:
+        model.load_state_dict(initial_model)
+    try:
+        fidelity = pretrain(model, H, config.optim, hf_occupation=system.hf_occupation, order=system.order)
+        if fidelity is not None and fidelity < config.optim.pretrain_min_fidelity:
+            _refit_from_fresh(model, config, system, H, fidelity)
+    except ValueError as error:  # a CAS window that does not fit the molecule
+        raise ConfigError(f"[optim] {error}") from None
+    return {k: v.cpu() for k, v in model.state_dict().items()}
+
+
 def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_after: int | None, progress: bool,
-            initial_model: dict | None) -> dict:
+            initial_model: dict | None, comm: Communicator) -> dict:
     if config.run.threads:
         torch.set_num_threads(config.run.threads)  # PySCF's OpenMP follows it
     torch.manual_seed(config.run.seed)
 
     ckpt_path = out / "checkpoint.pt"
-    if resume and not ckpt_path.exists():
-        raise ConfigError(f"--resume: no checkpoint at {ckpt_path}")
-    state = load_checkpoint(ckpt_path, map_location=config.run.device) if resume else None  # before anything is written
-    if state is not None:
-        _check_resumable(config, state, ckpt_path, extend)
-    system = run_system(config.molecule, out, resume=resume)
+    main = comm.is_main
+    # Read before anything is written; rank 0 reads, every rank gets it.
+    state = comm.run_on_main(lambda: _read_checkpoint(config, ckpt_path, extend)) if resume else None
+    system = comm.run_on_main(lambda: run_system(config.molecule, out, resume=resume))
     H = system.hamiltonian.to(device=config.run.device)
     refs = {k: system.references.get(k) for k in ("hf", "ccsd", "ccsd_t", "fci", "dmrg")}
     model = build_model(config.model, system).to(config.run.device)
-    trainer = Trainer(model, H, config.optim, config.sampler, seed=config.run.seed)
+    trainer = Trainer(model, H, config.optim, config.sampler, seed=config.run.seed, comm=comm)
 
     wall_before = 0.0
     if resume:
@@ -143,18 +175,11 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
         p_hf = float(state["p_hf"])
         log.info("resumed from %s at step %d", ckpt_path, trainer.step)
     else:
-        if initial_model is not None:
-            model.load_state_dict(initial_model)
-        try:
-            fidelity = pretrain(model, H, config.optim, hf_occupation=system.hf_occupation, order=system.order)
-            if fidelity is not None and fidelity < config.optim.pretrain_min_fidelity:
-                _refit_from_fresh(model, config, system, H, fidelity)
-        except ValueError as error:  # a CAS window that does not fit the molecule
-            raise ConfigError(f"[optim] {error}") from None
+        model.load_state_dict(comm.run_on_main(lambda: _start(model, config, system, H, initial_model)))
         with torch.no_grad():
             p_hf = float(model.log_prob(system.hf_tokens.to(model.device)).exp())
         trainer.mark_good()  # the pretrained weights are the state to roll back to
-    metrics = MetricsLog(out / "metrics.csv", refs["fci"], resume_step=trainer.step if resume else None)
+    metrics = MetricsLog(out / "metrics.csv", refs["fci"], resume_step=trainer.step if resume else None) if main else None
 
     target = config.optim.steps if stop_after is None else min(stop_after, config.optim.steps)
     start = time.perf_counter()
@@ -162,6 +187,8 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     converged = False
 
     def checkpoint() -> None:
+        if not main:
+            return
         save_checkpoint(ckpt_path, {
             "trainer": trainer.state_dict(), "config": config.to_dict(), "p_hf": p_hf,
             "wall_seconds": wall_before + time.perf_counter() - start,
@@ -172,19 +199,14 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
                dynamic_ncols=True)
     while trainer.step < target:
         record = trainer.train_step()
-        row = metrics.append(record)
-        postfix = {"E": f"{record.energy:.6f}", "unique": record.n_unique,
-                   "samples/s": f"{record.n_samples / max(record.seconds, 1e-9):.3g}"}
-        if row["error_vs_fci_mha"] != "":
-            postfix["dE_fci(mHa)"] = f"{row['error_vs_fci_mha']:.3f}"
-        bar.set_postfix(postfix)
-        bar.update(1)
+        if main:
+            _show(bar, metrics.append(record), record)
         due = time.perf_counter() - last_checkpoint[0] >= config.run.checkpoint_seconds
         if trainer.step % config.run.checkpoint_every == 0 or trainer.step == target or due:
             checkpoint()
-        if config.optim.stop_window and has_stopped_improving(
+        if config.optim.stop_window and comm.broadcast_object(main and has_stopped_improving(
                 metrics.column("energy"), metrics.column("stderr"), config.optim.stop_window,
-                config.optim.stop_tolerance):
+                config.optim.stop_tolerance)):
             converged = True
             log.info("step %d: the energy stopped improving (window %d); stopping", trainer.step,
                      config.optim.stop_window)
@@ -195,11 +217,21 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     checkpoint()
     result = _final_result(config, system, trainer, refs, p_hf, wall_before + time.perf_counter() - start)
     result["stopped_early"] = converged
-    result["variance_extrapolation"] = variance_extrapolation(metrics.column("energy"), metrics.column("variance"))
-    write_json(out / "result.json", result)
-    steps, energies = metrics.energies()
-    plot_convergence(out / "convergence.png", steps, energies, refs, f"{config.molecule.name}: NNQS VMC")
+    if main:
+        result["variance_extrapolation"] = variance_extrapolation(metrics.column("energy"), metrics.column("variance"))
+        write_json(out / "result.json", result)
+        steps, energies = metrics.energies()
+        plot_convergence(out / "convergence.png", steps, energies, refs, f"{config.molecule.name}: NNQS VMC")
     return result
+
+
+def _show(bar, row: dict, record) -> None:
+    postfix = {"E": f"{record.energy:.6f}", "unique": record.n_unique,
+               "samples/s": f"{record.n_samples / max(record.seconds, 1e-9):.3g}"}
+    if row["error_vs_fci_mha"] != "":
+        postfix["dE_fci(mHa)"] = f"{row['error_vs_fci_mha']:.3f}"
+    bar.set_postfix(postfix)
+    bar.update(1)
 
 
 def _final_result(config: RunConfig, system: System, trainer: Trainer, refs: dict, p_hf: float, wall: float) -> dict:
@@ -212,14 +244,16 @@ def _final_result(config: RunConfig, system: System, trainer: Trainer, refs: dic
         evaluation = trainer.evaluate(batch)
     est = evaluation.estimate
     bias = None
-    if config.optim.local_energy == "truncated" and batch.n_unique * H.n_excitations <= BIAS_CHECK_MAX_EXCITATIONS:
+    comm = trainer.comm
+    n_unique = sum(comm.sizes(batch.n_unique))
+    if config.optim.local_energy == "truncated" and n_unique * H.n_excitations <= BIAS_CHECK_MAX_EXCITATIONS:
         with torch.no_grad():
             exact_mode = evaluate_local_energies(trainer.model, H, batch.tokens, evaluation.log_psi, "exact",
-                                                 amplitudes=config.optim.amplitudes)
-        bias = 1e3 * (est.energy - estimate_energy(exact_mode.e_loc, evaluation.weights, batch.n_samples).energy)
+                                                 amplitudes=config.optim.amplitudes, comm=comm)
+        bias = 1e3 * (est.energy - estimate_energy(exact_mode.e_loc, evaluation.weights, batch.n_samples, comm).energy)
     exact = None
     if H.n_determinants <= EXACT_ENERGY_MAX_DETERMINANTS:
-        exact = exact_variational_energy(trainer.model, H)
+        exact = comm.run_on_main(lambda: exact_variational_energy(trainer.model, H))
     with torch.no_grad():
         p_hf_final = float(trainer.model.log_prob(system.hf_tokens.to(trainer.model.device)).exp())
     fci = refs.get("fci")
@@ -240,7 +274,7 @@ def _final_result(config: RunConfig, system: System, trainer: Trainer, refs: dic
         "dmrg": system.references.get("details", {}).get("dmrg"),
         "steps": trainer.step,
         "n_samples": batch.n_samples,
-        "n_unique": batch.n_unique,
+        "n_unique": n_unique,
         "n_orbitals": H.n_orbitals,
         "n_alpha": H.n_alpha,
         "n_beta": H.n_beta,
@@ -252,5 +286,6 @@ def _final_result(config: RunConfig, system: System, trainer: Trainer, refs: dic
         "wall_seconds": wall,
         "device": str(trainer.model.device),
         "threads": torch.get_num_threads(),
+        "processes": comm.world_size,
         "config": config.to_dict(),
     }

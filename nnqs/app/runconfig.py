@@ -87,7 +87,10 @@ class RunSettings:
         checkpoint_every, checkpoint_seconds: a checkpoint is written after every
             ``checkpoint_every`` steps or once ``checkpoint_seconds`` of wall time have passed
             since the last one, whichever comes first (so a crash loses at most about a minute).
-        threads: torch CPU threads; 0 = PyTorch's default.
+        threads: torch CPU threads (per process under torchrun); 0 = PyTorch's default.
+        collective_timeout: seconds a process of a multi-process run (torchrun) waits in a
+            collective for another before the job stops with an error (a rank that died ends
+            the others sooner: its closed connection is noticed at once).
     """
 
     seed: int = 0
@@ -95,6 +98,7 @@ class RunSettings:
     checkpoint_every: int = 100
     checkpoint_seconds: float = 60.0
     threads: int = 0
+    collective_timeout: float = 600.0
 
     def __post_init__(self) -> None:
         if self.checkpoint_every < 1 or self.threads < 0:
@@ -102,6 +106,8 @@ class RunSettings:
                               f"({self.threads}) >= 0")
         if not self.checkpoint_seconds > 0:
             raise ConfigError(f"[run] checkpoint_seconds must be > 0, got {self.checkpoint_seconds}")
+        if not self.collective_timeout > 0:
+            raise ConfigError(f"[run] collective_timeout must be > 0, got {self.collective_timeout}")
         parse_device(self.device)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import pickle
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -97,8 +98,8 @@ class ProcessGroup(Communicator):
         except RankLostError:
             raise
         except RuntimeError as error:  # gloo and NCCL raise DistBackendError, a RuntimeError
-            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            raise RankLostError(f"rank {self.rank}: lost contact with the other ranks during {what} ({first[:200]}); "
+            raise RankLostError(f"rank {self.rank}: lost contact with the other ranks during {what} "
+                                f"({_reason(error)}); "
                                 "the job stops here, and `nnqs run ... --resume` continues from the last "
                                 "checkpoint") from None
 
@@ -174,6 +175,14 @@ class ProcessGroup(Communicator):
         mine = self._to_wire(tensor).flatten().view(torch.uint8)
         theirs = self.broadcast(mine.clone(), src=0)
         return bool(self.all_reduce(torch.tensor([int(not torch.equal(mine, theirs))]), "max").item() == 0)
+
+
+def _reason(error: BaseException) -> str:
+    """The backend's message in a few words: ``[file:line] Connection closed by peer [addr]``
+    becomes ``Connection closed by peer [addr]``."""
+    text = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    text = re.sub(r"^\[[^\]]*\]\s*", "", text)
+    return text.split(". ")[0][:160]
 
 
 def _picklable(error: BaseException) -> bool:
