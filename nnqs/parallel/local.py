@@ -51,8 +51,11 @@ def run_local(fn: Callable[..., Any], world_size: int, *args: Any, threads: int 
     port = free_port()
     context = mp.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="nnqs-ranks-") as tmp:
+        # Pickled here by value: multiprocessing would move tensors into shared memory instead,
+        # behind the back of any NumPy array that views the same memory in this process.
+        payload = pickle.dumps((fn, args))
         procs = [context.Process(target=_rank_main, daemon=True,
-                                 args=(fn, rank, world_size, port, tmp, args, threads, collective_timeout_seconds))
+                                 args=(payload, rank, world_size, port, tmp, threads, collective_timeout_seconds))
                  for rank in range(world_size)]
         for p in procs:
             p.start()
@@ -80,12 +83,13 @@ def run_local(fn: Callable[..., Any], world_size: int, *args: Any, threads: int 
     return outcomes
 
 
-def _rank_main(fn, rank: int, world_size: int, port: int, tmp: str, args: tuple, threads: int,
+def _rank_main(payload: bytes, rank: int, world_size: int, port: int, tmp: str, threads: int,
                collective_timeout: float) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
                       WORLD_SIZE=str(world_size))
     torch.set_num_threads(threads)
     try:
+        fn, args = pickle.loads(payload)
         comm: Communicator
         comm, _ = init_from_env("cpu", timeout_seconds=collective_timeout)
         outcome = ("ok", fn(comm, *args))
