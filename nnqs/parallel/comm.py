@@ -11,6 +11,7 @@ input's device with its dtype. A collective that fails because another rank is g
 from __future__ import annotations
 
 import contextlib
+import datetime
 import pickle
 import re
 from collections.abc import Callable
@@ -63,7 +64,8 @@ class Communicator:
 
     def run_on_main(self, fn: Callable[[], T]) -> T:
         """``fn()`` computed on rank 0 alone and returned on every rank; if it raises, every
-        rank raises the same exception (so an error on rank 0 ends the job everywhere)."""
+        rank raises the same exception (so an error on rank 0 ends the job everywhere). The
+        others wait for it up to :data:`SETUP_TIMEOUT_SECONDS`, not the collective timeout."""
         return fn()
 
     def all_equal(self, tensor: torch.Tensor) -> bool:
@@ -75,8 +77,14 @@ class Communicator:
 LOCAL = Communicator()
 
 
+#: How long the other ranks wait for rank 0 in :meth:`Communicator.run_on_main` (its PySCF
+#: references or DMRG can take hours); a rank 0 that dies is still noticed at once.
+SETUP_TIMEOUT_SECONDS = 7 * 24 * 3600.0
+
+
 class ProcessGroup(Communicator):
-    """The default ``torch.distributed`` process group (already initialised).
+    """The default ``torch.distributed`` process group (already initialised), plus a gloo group
+    with a long timeout for :meth:`run_on_main`.
 
     Args:
         device: where collectives run: CPU for gloo, this rank's GPU for NCCL.
@@ -90,6 +98,7 @@ class ProcessGroup(Communicator):
         self._dist = dist
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.device = torch.device(device)
+        self._setup = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=SETUP_TIMEOUT_SECONDS))
 
     @contextlib.contextmanager
     def _guard(self, what: str):
@@ -149,10 +158,14 @@ class ProcessGroup(Communicator):
             self._dist.broadcast(wire, src=src)
         return self._from_wire(wire, tensor)
 
-    def broadcast_object(self, obj: T, src: int = 0) -> T:
+    def broadcast_object(self, obj: T, src: int = 0, *, patient: bool = False) -> T:
         box = [obj if self.rank == src else None]
         with self._guard("broadcast_object"):
-            self._dist.broadcast_object_list(box, src=src, device=self.device if self.device.type == "cuda" else None)
+            if patient:  # over the gloo group with the long timeout
+                self._dist.broadcast_object_list(box, src=src, group=self._setup)
+            else:
+                self._dist.broadcast_object_list(box, src=src,
+                                                 device=self.device if self.device.type == "cuda" else None)
         return box[0]
 
     def barrier(self) -> None:
@@ -166,7 +179,7 @@ class ProcessGroup(Communicator):
                 outcome = ("ok", fn())
             except Exception as error:  # noqa: BLE001 - re-raised on every rank below
                 outcome = ("error", error if _picklable(error) else RuntimeError(str(error)))
-        kind, value = self.broadcast_object(outcome)
+        kind, value = self.broadcast_object(outcome, patient=True)
         if kind == "error":
             raise value
         return value

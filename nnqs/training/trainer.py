@@ -136,14 +136,28 @@ class Trainer:
     def sample(self, n_samples: int) -> SampleBatch:
         """BAS; with several ranks, this rank's share of one sample (:mod:`samplers.split`): the
         top of the tree from the shared stream, the rank's subtrees from a stream seeded by a
-        draw from it and the rank."""
+        draw from it and the rank; then the unique samples are dealt out evenly
+        (:meth:`_even_out`)."""
         options = dict(max_unique=self.sampler_cfg.max_unique or None,
                        max_cache_bytes=self.sampler_cfg.max_cache_bytes)
         if self.comm.world_size == 1:
             return bas.sample(self.model, n_samples, generator=self.generator, **options)
-        return split.sample_share(self.model, n_samples, rank=self.comm.rank, world_size=self.comm.world_size,
-                                  generator=self.generator, rank_generator=self._rank_generator(),
-                                  share=self._share_top, **options)
+        drawn = split.sample_share(self.model, n_samples, rank=self.comm.rank, world_size=self.comm.world_size,
+                                   generator=self.generator, rank_generator=self._rank_generator(),
+                                   share=self._share_top, **options)
+        return self._even_out(drawn)
+
+    def _even_out(self, batch: SampleBatch) -> SampleBatch:
+        """Every rank's unique samples gathered (rank order) and dealt out in ``K`` contiguous,
+        equal slices: the split balances the draws, but the work after it (local energies,
+        gradients) goes with the number of unique samples, and one heavy prefix (the HF
+        determinant's) can hold most draws and few unique samples. The union is unchanged."""
+        comm = self.comm
+        tokens, counts, log_prob = (torch.cat(comm.all_gather(t)) for t in (batch.tokens, batch.counts, batch.log_prob))
+        total = tokens.shape[0]
+        mine = slice(total * comm.rank // comm.world_size, total * (comm.rank + 1) // comm.world_size)
+        stats = dict(batch.stats, drawn_unique=batch.n_unique)
+        return SampleBatch(tokens[mine], counts[mine], log_prob[mine], batch.n_samples, stats)
 
     def _rank_generator(self) -> torch.Generator:
         base = int(torch.randint(2**62, (1,), generator=self.generator, device=self.generator.device))

@@ -35,3 +35,8 @@ def test_single_process_is_the_identity():
 def test_a_failing_rank_is_reported_with_its_traceback():
     with pytest.raises(RankFailed, match="rank 0 raised"):
         run_local(workers.sample_ranks, 2, 0, 0)  # n_samples = 0 is refused by the sampler
+
+
+def test_run_on_main_outlasts_the_collective_timeout():
+    """Rank 0's references (PySCF, DMRG) may take hours: the others wait past the timeout."""
+    assert run_local(workers.slow_main, 2, 4.0, collective_timeout_seconds=1.0) == ["done", "done"]

@@ -29,3 +29,6 @@ def test_two_rank_sample_is_bas():
     (_, _, _, a), (_, _, _, b) = shares
     assert a["split_depth"] == b["split_depth"] and a["split_prefixes"] == b["split_prefixes"]
     assert a["rank_draws"] + b["rank_draws"] == n_samples
+    # The unique samples are dealt out evenly after the draw-balanced split.
+    (t0, *_), (t1, *_) = shares
+    assert abs(t0.shape[0] - t1.shape[0]) <= 1 and a["drawn_unique"] + b["drawn_unique"] == len(counts)

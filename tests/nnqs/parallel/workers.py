@@ -83,3 +83,14 @@ def collectives(comm) -> dict:
         out["error"] = str(error)
     comm.barrier()
     return out
+
+
+def slow_main(comm, seconds: float) -> str:
+    """Rank 0 works longer than the collective timeout inside ``run_on_main``."""
+    import time
+
+    def work():
+        time.sleep(seconds)
+        return "done"
+
+    return comm.run_on_main(work)
