@@ -12,7 +12,8 @@ determinants, and the steps that cost are those of a run at thousands of unique 
 Strong scaling: the same ``n_samples`` (calibrated to about ``--unique`` unique samples on one
 process) on 1 and K processes. Weak scaling: about ``--unique`` unique samples per process
 (``n_samples`` calibrated to ``K * --unique``). Each point runs ``--warmup`` steps, then times
-``--steps`` AdamW steps; the step's time is the slowest rank's (the ranks meet at every
+``--steps`` times the same AdamW step (the state is restored before each); the step's time is
+the slowest rank's (the ranks meet at every
 collective). Processes are started by :func:`nnqs.parallel.local.run_local`, so both sides of
 each ratio pay the same start-up.
 
@@ -27,6 +28,7 @@ Writes JSON (default ``experiments/results/bench_distributed_cpu.json``) and pri
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import logging
 import os
@@ -54,16 +56,18 @@ PHASES = ("sample_seconds", "local_energy_seconds", "update_seconds")
 
 def time_points(comm, system, points: list[dict], warmup: int, steps: int) -> list[dict]:
     """On each rank, for each point (``model_config``, ``weights``, ``optim``, ``n_samples``):
-    ``warmup`` + ``steps`` VMC steps at fixed ``n_samples``; the timed steps' records (seconds
-    per phase, unique samples over all ranks)."""
+    the first VMC step from that state, ``warmup`` + ``steps`` times (the state restored before
+    each); the timed steps' records (seconds per phase, unique samples over all ranks)."""
     out = []
     for point in points:
         model = build_model(point["model_config"], system)
         model.load_state_dict(point["weights"])
         trainer = Trainer(model, system.hamiltonian, point["optim"], SamplerConfig(n_samples=point["n_samples"]),
                           seed=1, comm=comm)
+        before = copy.deepcopy(trainer.state_dict())
         records = []
         for i in range(warmup + steps):
+            trainer.load_state_dict(copy.deepcopy(before))  # the same step each time: same state, same samples
             comm.barrier()
             start = time.perf_counter()
             record = trainer.train_step()
@@ -125,7 +129,7 @@ def main(argv: list[str] | None = None) -> dict:
         t = time.perf_counter()
         pretrain(model, H, config.optim, hf_occupation=system.hf_occupation, order=system.order)
         logger.info("CISD start fitted in %.1f s", time.perf_counter() - t)
-    adamw = dataclasses.replace(config.optim, method="adamw", adamw_steps=0)
+    adamw = dataclasses.replace(config.optim, method="adamw", adamw_steps=0, lr=config.optim.adamw_lr)
     cases = {"local_energy": (config.model, model.state_dict(), adamw)}
     sampling_model = dataclasses.replace(config.model, n_layers=2 * config.model.n_layers)
     torch.manual_seed(0)

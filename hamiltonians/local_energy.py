@@ -40,6 +40,10 @@ __all__ = ["LocalEnergyResult", "local_energy", "MODES"]
 logger = logging.getLogger(__name__)
 
 MODES = ("exact", "truncated", "sampled")
+#: Connections with ``|H_xx'|`` at most this are skipped (see :func:`local_energy`'s ``eps``).
+DEFAULT_EPS = 1e-12
+#: Configurations per ``log_psi_fn`` call (see :func:`local_energy`'s ``psi_chunk``).
+DEFAULT_PSI_CHUNK = 1024
 
 LogPsiFn = Callable[[torch.Tensor], torch.Tensor]
 ConnectedLogPsiFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -101,8 +105,8 @@ def local_energy(
     threshold: float = 0.0,
     connected_log_psi_fn: ConnectedLogPsiFn | None = None,
     chunk: int | None = None,
-    psi_chunk: int = 1024,
-    eps: float = 1e-12,
+    psi_chunk: int = DEFAULT_PSI_CHUNK,
+    eps: float = DEFAULT_EPS,
     kernel: str = "auto",
     lookup: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> LocalEnergyResult:

@@ -7,11 +7,14 @@ is ``2 Re sum_u w_u (E_loc(x_u) - E)^* grad log psi(x_u)`` (docs/design.md §6).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import torch
 
 from hamiltonians import LocalEnergyResult, MolecularHamiltonian, enumerate_determinants, local_energy
+from hamiltonians.determinants import lookup_keys, n_words, pack_occupations, unique_keys, unpack_keys
+from hamiltonians.local_energy import DEFAULT_EPS, DEFAULT_PSI_CHUNK
 from nnqs.parallel.comm import LOCAL, Communicator
 from nnqs.wavefunction.branching import branch_log_psi, prefix_state
 from nnqs.wavefunction.model import TransformerWavefunction
@@ -111,15 +114,77 @@ def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor
     if amplitudes == "cache" and mode != "sampled":
         branches = branch_log_psi_fn(model, tokens)
     log_psi = log_psi.detach().to(torch.complex128)
-    lookup = None
-    if comm.world_size > 1:
+    if comm.world_size == 1:
+        result = local_energy(H, occ, occupation_log_psi(model), mode=mode, threshold=threshold,
+                              connected_log_psi_fn=branches, log_psi_x=log_psi)
+    else:
         others = [r for r in range(comm.world_size) if r != comm.rank]
         all_occ, all_log_psi = comm.all_gather(occ), comm.all_gather(log_psi)
         lookup = (torch.cat([all_occ[r] for r in others]), torch.cat([all_log_psi[r] for r in others]))
-    result = local_energy(H, occ, occupation_log_psi(model), mode=mode, threshold=threshold,
-                          connected_log_psi_fn=branches, log_psi_x=log_psi, lookup=lookup)
+        log_psi_fn, shared = occupation_log_psi(model), None
+        if mode != "sampled" and branches is None:
+            shared = shared_outside_amplitudes(model, H, occ, lookup, mode, threshold, comm)
+            log_psi_fn = known_log_psi(shared[0], shared[1], log_psi_fn)
+        result = local_energy(H, occ, log_psi_fn, mode=mode, threshold=threshold,
+                              connected_log_psi_fn=branches, log_psi_x=log_psi, lookup=lookup)
+        if shared is not None:
+            result.n_evaluated, result.amplitude_seconds = shared[2], shared[3]
     result.e_loc = result.e_loc.to(torch.complex128)
     return result
+
+
+def outside_keys(H: MolecularHamiltonian, occ: torch.Tensor, lookup_occ: torch.Tensor, mode: str,
+                 threshold: float) -> torch.Tensor:
+    """Sorted unique packed keys ``[M, W]`` of the connected ``x'`` of ``occ`` ``[B, 2N]`` that
+    the local energy in ``mode`` needs and that are neither rows of ``occ`` nor of ``lookup_occ``."""
+    cut = 0.0 if mode == "exact" else threshold
+    table = torch.cat((occ, lookup_occ.to(occ.dtype)))
+    found = [torch.zeros(0, n_words(H.n_spin_orbitals), dtype=torch.int64, device=H.device)]
+    for keys, _, _, pos, _ in H.screened_connections(table, threshold=cut, eps=DEFAULT_EPS, expand=occ.shape[0]):
+        found.append(unique_keys(keys[pos < 0])[0])
+    return unique_keys(torch.cat(found))[0]
+
+
+def shared_outside_amplitudes(model, H: MolecularHamiltonian, occ: torch.Tensor, lookup: tuple, mode: str,
+                              threshold: float, comm: Communicator):
+    """The amplitudes of every rank's connected ``x'`` outside the samples, each computed once.
+
+    Each rank lists its own rows' outside ``x'`` (:func:`outside_keys`); the lists are
+    gathered and merged; rank ``r`` evaluates the ``r``-th of ``K`` equal slices of the union,
+    and the slices are gathered. An ``x'`` connected to samples of several ranks is evaluated
+    once instead of once per rank.
+
+    Returns:
+        ``(keys [M, W] sorted, log psi [M], evaluated here, seconds evaluating)`` for the union.
+    """
+    mine = outside_keys(H, occ, lookup[0], mode, threshold)
+    union = unique_keys(torch.cat(comm.all_gather(mine)))[0]
+    total = union.shape[0]
+    part = union[total * comm.rank // comm.world_size : total * (comm.rank + 1) // comm.world_size]
+    xp = unpack_keys(part, H.n_spin_orbitals, dtype=occ.dtype).to(occ.device)
+    start = time.perf_counter()
+    fn = occupation_log_psi(model)
+    with torch.no_grad():
+        lp = [torch.zeros(0, dtype=torch.complex128, device=model.device)]
+        lp += [fn(xp[s : s + DEFAULT_PSI_CHUNK]) for s in range(0, xp.shape[0], DEFAULT_PSI_CHUNK)]
+    seconds = time.perf_counter() - start
+    lp_all = torch.cat(comm.all_gather(torch.cat(lp).to(H.device)))
+    return union, lp_all, int(part.shape[0]), seconds
+
+
+def known_log_psi(keys: torch.Tensor, log_psi: torch.Tensor, fallback):
+    """``occ' -> log psi`` from a table of sorted packed ``keys`` ``[M, W]`` with ``log_psi``
+    ``[M]``; configurations missing from it go to ``fallback``."""
+
+    def fn(occ: torch.Tensor) -> torch.Tensor:
+        where = lookup_keys(keys, pack_occupations(occ).to(keys.device))
+        out = log_psi[where.clamp(min=0)].clone()
+        missing = where < 0
+        if bool(missing.any()):
+            out[missing] = fallback(occ[missing.to(occ.device)]).to(out.device, out.dtype)
+        return out
+
+    return fn
 
 
 def local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor, log_psi: torch.Tensor, mode: str,

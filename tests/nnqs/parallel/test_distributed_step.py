@@ -39,6 +39,9 @@ def test_two_ranks_give_the_single_process_step(batch, mode, threshold, weights)
     # The local energies: each rank's own rows, looked up in the other rank's samples too.
     e_loc = torch.cat([ranks[0]["e_loc"], ranks[1]["e_loc"]])
     torch.testing.assert_close(e_loc, single["e_loc"], rtol=0, atol=1e-10)
+    # Each connected x' outside the samples is evaluated once, by one rank.
+    assert ranks[0]["n_evaluated"] + ranks[1]["n_evaluated"] == single["n_evaluated"]
+    assert mode == "sampled" or single["n_evaluated"] > 0
     # Every rank ends with the same bits (reduced, not recomputed per rank).
     assert torch.equal(ranks[0]["minsr"], ranks[1]["minsr"]) and torch.equal(ranks[0]["adamw"], ranks[1]["adamw"])
 

@@ -38,6 +38,7 @@ def step_quantities(comm, batch: SampleBatch, cut: int, optim: OptimConfig) -> d
         out[method] = torch.cat([p.grad.flatten() for p in trainer.model.parameters()]).clone()
         out["energy"], out["variance"] = evaluation.estimate.energy, evaluation.estimate.variance
         out["e_loc"] = evaluation.e_loc.detach().clone()
+        out["n_evaluated"] = evaluation.local_energy.n_evaluated
     return out
 
 
