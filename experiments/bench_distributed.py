@@ -6,8 +6,10 @@ determinants, and the steps that cost are those of a run at thousands of unique 
 
 * ``local_energy``: the default truncated local energies (connections and their amplitudes
   dominate the step);
-* ``sampling``: local energies in ``"sampled"`` mode (only x' among the samples, no extra
-  amplitudes) with a deeper network, so that BAS and the update dominate.
+* ``sampled_local_energy``: local energies in ``"sampled"`` mode (only x' among the samples,
+  no extra amplitudes) with a network twice as deep, so that BAS and the update are the step.
+  No VMC step here is dominated by sampling alone: BAS costs about one forward pass over the
+  unique samples, the update (forward and backward) about three.
 
 Strong scaling: the same ``n_samples`` (calibrated to about ``--unique`` unique samples on one
 process) on 1 and K processes. Weak scaling: about ``--unique`` unique samples per process
@@ -134,7 +136,7 @@ def main(argv: list[str] | None = None) -> dict:
     sampling_model = dataclasses.replace(config.model, n_layers=2 * config.model.n_layers)
     torch.manual_seed(0)
     deep = build_model(sampling_model, system)
-    cases["sampling"] = (sampling_model, deep.state_dict(),
+    cases["sampled_local_energy"] = (sampling_model, deep.state_dict(),
                          dataclasses.replace(adamw, local_energy="sampled"))
     strong_points, weak_points = [], []
     for case, (model_config, case_weights, optim) in cases.items():

@@ -14,7 +14,7 @@ def test_quick_scaling_benchmark(tmp_path):
     payload = bench_distributed.main(["--quick", "--unique", "60", "--steps", "1", "--warmup", "0",
                                       "--out", str(out)])
     assert json.loads(out.read_text())["results"] == payload["results"]
-    assert [r["case"] for r in payload["results"]] == ["local_energy", "sampling"]
+    assert [r["case"] for r in payload["results"]] == ["local_energy", "sampled_local_energy"]
     for r in payload["results"]:
         one, strong, weak = r["one"], r["strong"], r["weak"]
         assert (one["processes"], strong["processes"], weak["processes"]) == (1, 2, 2)
