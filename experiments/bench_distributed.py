@@ -17,7 +17,10 @@ process) on 1 and K processes. Weak scaling: about ``--unique`` unique samples p
 ``--steps`` times the same AdamW step (the state is restored before each); the step's time is
 the slowest rank's (the ranks meet at every
 collective). Processes are started by :func:`nnqs.parallel.local.run_local`, so both sides of
-each ratio pay the same start-up.
+each ratio pay the same start-up; the 1- and K-process runs alternate ``--rounds`` times and
+the ratios are the medians of the rounds' (the tables show the last round). The machine's own
+ceiling is measured too: K processes each running the whole single-process step at once
+(``machine_ceiling = K * t_one / t_side_by_side``; K on an ideal machine).
 
 Usage::
 
@@ -46,6 +49,7 @@ from experiments.bench_vmc_step import calibrate_n_samples  # noqa: E402
 from experiments.benchutil import save_results  # noqa: E402
 from nnqs.app.runconfig import load_config  # noqa: E402
 from nnqs.app.system import build_model, build_system  # noqa: E402
+from nnqs.parallel import LOCAL  # noqa: E402
 from nnqs.parallel.local import run_local  # noqa: E402
 from nnqs.training.pretrain import pretrain  # noqa: E402
 from nnqs.training.settings import SamplerConfig  # noqa: E402
@@ -82,6 +86,12 @@ def time_points(comm, system, points: list[dict], warmup: int, steps: int) -> li
     return out
 
 
+def time_points_alone(comm, system, points: list[dict], warmup: int, steps: int) -> list[dict]:
+    """:func:`time_points` as a single process on each rank, all ranks at once: the machine's
+    own ceiling for running ``K`` copies of the work side by side (cores, caches, memory)."""
+    return time_points(LOCAL, system, points, warmup, steps)
+
+
 def summarise(ranks: list[list[dict]]) -> dict:
     """Median step time (slowest rank per step) and rank 0's phases, of one point."""
     steps = len(ranks[0])
@@ -94,11 +104,13 @@ def summarise(ranks: list[list[dict]]) -> dict:
             **{k: statistics.median(r[k] for r in main) for k in PHASES}}
 
 
-def measure(system, points: list[dict], processes: int, args) -> list[dict]:
-    """Every point on ``processes`` processes (one start-up for all of them)."""
-    logger.info("%d process(es): %s", processes, ", ".join(f"{p['case']} n_samples={p['n_samples']}" for p in points))
-    ranks = run_local(time_points, processes, system, points, args.warmup, args.steps, threads=1,
-                      timeout_seconds=3600)
+def measure(system, points: list[dict], processes: int, args, *, alone: bool = False) -> list[dict]:
+    """Every point on ``processes`` processes (one start-up for all of them); ``alone``: each
+    process runs the whole single-process step by itself, all at once."""
+    logger.info("%d process(es)%s: %s", processes, " side by side" if alone else "",
+                ", ".join(f"{p['case']} n_samples={p['n_samples']}" for p in points))
+    ranks = run_local(time_points_alone if alone else time_points, processes, system, points, args.warmup,
+                      args.steps, threads=1, timeout_seconds=3600)
     return [{"case": p["case"], "processes": processes, "n_samples": p["n_samples"],
              **summarise([r[i] for r in ranks])} for i, p in enumerate(points)]
 
@@ -110,6 +122,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--unique", type=int, default=2000, help="unique samples of the strong-scaling step")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=2, help="alternations of the 1- and K-process runs")
     parser.add_argument("--start", choices=("none", "cisd"), default="none",
                         help="the network's state: fresh (default) or fitted to the CISD start")
     parser.add_argument("--quick", action="store_true", help="a small system and sample, for tests")
@@ -148,13 +161,24 @@ def main(argv: list[str] | None = None) -> dict:
         point = dict(case=case, model_config=model_config, weights=case_weights, optim=optim)
         strong_points.append({**point, "n_samples": n_one})
         weak_points.append({**point, "n_samples": n_all})
-    ones = measure(system, strong_points, 1, args)
-    many = measure(system, strong_points + weak_points, args.processes, args)
+    rounds = []  # 1 and K processes alternate, so a slower spell of the machine hits both sides
+    for _ in range(args.rounds):
+        ones = measure(system, strong_points, 1, args)
+        many = measure(system, strong_points + weak_points, args.processes, args)
+        side = measure(system, strong_points, args.processes, args, alone=True)
+        rounds.append(list(zip(ones, many, many[len(ones):], side)))
     results = []
-    for one, strong, weak in zip(ones, many, many[len(ones):]):
-        results.append({"case": one["case"], "one": one, "strong": strong, "weak": weak,
-                        "strong_speedup": one["step_seconds"] / strong["step_seconds"],
-                        "weak_efficiency": one["step_seconds"] / weak["step_seconds"]})
+    k = args.processes
+    for i, (one, strong, weak, alone) in enumerate(rounds[-1]):
+        per_round = [r[i] for r in rounds]
+        results.append({
+            "case": one["case"], "one": one, "strong": strong, "weak": weak, "side_by_side": alone,
+            "strong_speedup": statistics.median(o["step_seconds"] / s["step_seconds"] for o, s, _, _ in per_round),
+            "weak_efficiency": statistics.median(o["step_seconds"] / w["step_seconds"] for o, _, w, _ in per_round),
+            # K copies of the single-process step side by side: what the machine allows.
+            "machine_ceiling": statistics.median(k * o["step_seconds"] / a["step_seconds"] for o, _, _, a in per_round),
+            "rounds": [{"one": o["step_seconds"], "strong": s["step_seconds"], "weak": w["step_seconds"],
+                        "side_by_side": a["step_seconds"]} for o, s, w, a in per_round]})
     payload = save_results(args.out, results, config=args.config, start=args.start, processes=args.processes, molecule=config.molecule.name,
                  n_spin_orbitals=2 * H.n_orbitals, threads_per_process=1)
     print(f"{'case':14s} {'K':>2s} {'n_samples':>10s} {'unique':>7s} {'step s':>8s} {'sample':>7s} "
@@ -165,7 +189,8 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"{r['case'] + ' ' + label:14s} {m['processes']:2d} {m['n_samples']:10d} {m['n_unique']:7.0f} "
                   f"{m['step_seconds']:8.2f} {m['sample_seconds']:7.2f} {m['local_energy_seconds']:7.2f} "
                   f"{m['update_seconds']:7.2f}")
-        print(f"  strong-scaling speed-up {r['strong_speedup']:.2f}x, weak-scaling efficiency {r['weak_efficiency']:.2f}")
+        print(f"  strong-scaling speed-up {r['strong_speedup']:.2f}x (the machine's ceiling for {args.processes} "
+              f"copies side by side: {r['machine_ceiling']:.2f}x), weak-scaling efficiency {r['weak_efficiency']:.2f}")
     return payload
 
 

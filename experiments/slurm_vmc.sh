@@ -7,8 +7,9 @@
 # NNQS_PROCS_PER_NODE); the rendezvous runs on the first node of the allocation. The backend
 # follows the config's device: NCCL for device = "cuda" (rank r uses cuda:LOCAL_RANK), gloo for
 # "cpu". Rank 0 writes the run folder, so OUT must be on a file system the first node can write.
-# If a rank dies, the others stop within [run] collective_timeout with one line saying so;
-# resubmit with --resume to continue from the last checkpoint.
+# If a rank dies, the others stop: over gloo within [run] collective_timeout with one line
+# saying so, over NCCL by its watchdog's abort. Resubmit with --resume to continue from the
+# last checkpoint.
 #SBATCH --job-name=nnqs
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=1

@@ -190,7 +190,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _bad_input(message, comm=None) -> int:
-    if comm is None or comm.is_main:  # every rank raises rank 0's error; it is said once
+    # Under torchrun every rank meets the same bad input (or raises rank 0's): it is said once.
+    if (comm is None or comm.is_main) and os.environ.get("RANK", "0") in ("", "0"):
         print(f"nnqs: error: {message}", file=sys.stderr)
     return EXIT_BAD_INPUT
 

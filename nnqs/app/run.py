@@ -59,7 +59,8 @@ def run(
     fits the start, reads and writes checkpoints, metrics, plots and ``result.json``, and hands
     what the others need over collectives; each step's sampling, local energies and update are
     split over the ranks (:class:`nnqs.training.trainer.Trainer`). An error on rank 0 before the
-    first step is raised on every rank.
+    first step is raised on every rank; one later (a checkpoint that cannot be written) ends rank
+    0, and the others stop with :class:`nnqs.parallel.RankLostError`.
 
     Args:
         config: the run configuration.
@@ -179,7 +180,10 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
         with torch.no_grad():
             p_hf = float(model.log_prob(system.hf_tokens.to(model.device)).exp())
         trainer.mark_good()  # the pretrained weights are the state to roll back to
-    metrics = MetricsLog(out / "metrics.csv", refs["fci"], resume_step=trainer.step if resume else None) if main else None
+    opened: list[MetricsLog] = []  # rank 0's; an error opening it stops every rank
+    comm.run_on_main(lambda: opened.append(MetricsLog(out / "metrics.csv", refs["fci"],
+                                                      resume_step=trainer.step if resume else None)))
+    metrics = opened[0] if main else None
 
     target = config.optim.steps if stop_after is None else min(stop_after, config.optim.steps)
     start = time.perf_counter()

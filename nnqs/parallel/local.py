@@ -13,6 +13,7 @@ import os
 import pickle
 import socket
 import tempfile
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -59,8 +60,9 @@ def run_local(fn: Callable[..., Any], world_size: int, *args: Any, threads: int 
                  for rank in range(world_size)]
         for p in procs:
             p.start()
+        deadline = time.monotonic() + timeout_seconds
         for p in procs:
-            p.join(timeout_seconds)
+            p.join(max(deadline - time.monotonic(), 0.0))
         alive = [rank for rank, p in enumerate(procs) if p.is_alive()]
         for p in procs:
             if p.is_alive():

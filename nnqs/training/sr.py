@@ -76,7 +76,8 @@ def minsr_direction(
     t.diagonal().add_(shift)
     # Ot's rows: the real parts of every rank's samples, then the imaginary parts.
     e_t = torch.cat(comm.all_gather(eps.real) + comm.all_gather(eps.imag)).to(torch.float64)   # [2U_all]
-    y = comm.broadcast(torch.linalg.solve(t, e_t))  # rank 0's solution everywhere: bitwise equal updates
+    # Rank 0 solves and sends its solution: the same bits everywhere, one O(U^3) solve.
+    y = comm.broadcast(torch.linalg.solve(t, e_t) if comm.is_main else torch.empty_like(e_t))
     sizes = comm.sizes(u)
     first, total = sum(sizes[: comm.rank]), sum(sizes)
     mine = [slice(first, first + u), slice(total + first, total + first + u)]
@@ -108,7 +109,9 @@ def sample_space_gram(blocks: list[torch.Tensor], cols: list[torch.Tensor], comm
             ordered real parts (rank 0, 1, ...), then imaginary parts. Each rank computes its
             own rows of the matrix against every rank's blocks, which arrive one rank at a time
             by broadcast, and the rows are then gathered. Memory per rank: its blocks, one other
-            rank's blocks and the whole ``[2U, 2U]`` float64 matrix.
+            rank's blocks, and the ``[2U, 2U]`` float64 matrix about three times over at the peak
+            (the gathered rows, padded to the largest rank's; their concatenation; the solve's
+            copy on rank 0).
     """
     re, im = blocks
     u = re.shape[0]

@@ -245,14 +245,17 @@ class Trainer:
         if self.comm.world_size == 1:
             return
         params = [p for p in self.model.parameters() if p.requires_grad]
+        reached = self.comm.all_reduce(torch.tensor([p.grad is not None for p in params]), "max")
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
         total = self.comm.all_reduce(torch.cat([p.grad.flatten() for p in params]))
         offset = 0
-        for p in params:
+        for p, used in zip(params, reached.tolist()):
             p.grad.copy_(total[offset : offset + p.numel()].view_as(p))
             offset += p.numel()
+            if not used:  # as with one process: no gradient, so AdamW leaves it alone
+                p.grad = None
 
     def _minsr_gradient(self, tokens: torch.Tensor, e_loc: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Write the minSR direction into ``p.grad`` (the SGD step then applies ``-lr * d``)."""

@@ -11,7 +11,7 @@ from experiments import bench_distributed
 def test_quick_scaling_benchmark(tmp_path):
     pytest.importorskip("pyscf")
     out = tmp_path / "scaling.json"
-    payload = bench_distributed.main(["--quick", "--unique", "60", "--steps", "1", "--warmup", "0",
+    payload = bench_distributed.main(["--quick", "--unique", "60", "--steps", "1", "--warmup", "0", "--rounds", "1",
                                       "--out", str(out)])
     assert json.loads(out.read_text())["results"] == payload["results"]
     assert [r["case"] for r in payload["results"]] == ["local_energy", "sampled_local_energy"]
@@ -24,3 +24,4 @@ def test_quick_scaling_benchmark(tmp_path):
             parts = point["sample_seconds"] + point["local_energy_seconds"] + point["update_seconds"]
             assert 0 < parts <= point["step_seconds"] * 1.001
         assert r["strong_speedup"] == pytest.approx(one["step_seconds"] / strong["step_seconds"])
+        assert r["side_by_side"]["processes"] == 2 and r["machine_ceiling"] > 0
