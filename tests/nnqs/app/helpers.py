@@ -17,3 +17,18 @@ def shift_fcidump_value(path, indices: tuple[int, int, int, int], delta: float) 
     value, *rest = lines[row].split()
     lines[row] = " ".join([repr(float(value) + delta), *rest])
     path.write_text("\n".join(lines) + "\n")
+
+
+def toml_text(settings: dict) -> str:
+    """``settings`` (tables of scalars and lists, as :data:`TINY`) as the text of a config file."""
+    def value(v):
+        if isinstance(v, str):
+            return f'"{v}"'
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return repr(v)
+
+    return "\n".join(f"[{table}]\n" + "\n".join(f"{k} = {value(v)}" for k, v in keys.items())
+                     for table, keys in settings.items()) + "\n"

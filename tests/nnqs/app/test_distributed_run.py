@@ -11,40 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from nnqs.app.runconfig import config_from_dict
 from nnqs.parallel.local import free_port
-from tests.nnqs.app.helpers import H2
+from tests.nnqs.app.helpers import TINY, toml_text
 
-CONFIG = """
-[molecule]
-name = "h2"
-geometry = "{geometry}"
-basis = "sto-3g"
-[model]
-d_model = 8
-n_layers = 1
-n_heads = 2
-phase_hidden = [8]
-[sampler]
-n_samples = 1000
-unique_window = [2, 3]
-[optim]
-steps = 30
-lr = 0.01
-warmup = 2
-[run]
-checkpoint_every = 5
-threads = 1
-collective_timeout = 5.0
-"""
+#: The helpers' tiny H2 run, 30 steps, checkpoints every 5, a 5 s collective timeout.
+SETTINGS = {**TINY, "optim": {"steps": 30, "lr": 0.01, "warmup": 2},
+            "run": {"checkpoint_every": 5, "threads": 1, "collective_timeout": 5.0}}
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[3]))
 
 
 @pytest.fixture
 def config(tmp_path):
     path = tmp_path / "h2.toml"
-    path.write_text(CONFIG.format(geometry=H2["geometry"]))
-    config_from_dict({"molecule": H2})  # the test's molecule is the helpers' one
+    path.write_text(toml_text(SETTINGS))
     return path
 
 
