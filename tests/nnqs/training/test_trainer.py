@@ -10,7 +10,7 @@ from hamiltonians import from_pyscf
 from hamiltonians.exact import hamiltonian_matrix
 from nnqs.training.settings import OptimConfig, SamplerConfig
 from nnqs.training.sr import log_psi_jacobian, minsr_direction, minsr_direction_reference
-from nnqs.wavefunction.tokens import occupations_to_tokens
+from nnqs.wavefunction.tokens import occupations_to_tokens, random_valid_tokens
 from nnqs.training.pretrain import pretrain_hf
 from nnqs.training.estimators import estimate_energy, local_energies, vmc_loss
 from nnqs.training.trainer import Trainer, learning_rate, method_at
@@ -89,6 +89,23 @@ def test_minsr_direction_equals_dense_reference(shared):
     for a, b in zip(fast, slow):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
     assert float(slow[0].norm()) > 0.1
+
+
+def test_minsr_direction_of_a_float32_jacobian_is_float64_to_its_rounding():
+    """A float32 Jacobian's Gram matrix is formed in float32: the direction stays within
+    float32 rounding (amplified by the shifted solve) of the float64 formula's."""
+    model = make_model(6, 3, 2, seed=5, dtype="float32")
+    g = torch.Generator().manual_seed(1)
+    tokens = torch.unique(random_valid_tokens(model.constraint, 80, generator=g), dim=0)
+    jac = log_psi_jacobian(model, tokens)
+    assert jac.dtype == torch.float32
+    e_loc = torch.complex(torch.randn(len(tokens), generator=g, dtype=torch.float64),
+                          torch.randn(len(tokens), generator=g, dtype=torch.float64))
+    weights = torch.softmax(torch.randn(len(tokens), generator=g, dtype=torch.float64), 0)
+    fast, _ = minsr_direction(jac, e_loc, weights, shift=1e-4)
+    slow, _ = minsr_direction_reference(jac.double(), e_loc, weights, shift=1e-4)
+    relative = float((fast - slow).norm() / slow.norm())
+    assert 1e-9 < relative < 1e-4   # float32 rounding, not float64's, and not more
 
 
 def hf(n, n_alpha, n_beta):
