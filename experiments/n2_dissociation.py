@@ -1,11 +1,11 @@
 """N2 / STO-3G dissociation curve: NNQS against HF, CCSD(T) and FCI.
 
 Runs VMC at each bond length (default 8 points from 0.8 to 2.5 A) with the settings of
-``experiments/configs/n2.toml``; every geometry after the first starts from the previous one's
+``experiments/configs/n2.toml`` (``--defaults``: the default recipe); every geometry after the first starts from the previous one's
 trained network (a warm start). Writes ``dissociation.json`` and ``dissociation.png`` into
 ``--out`` and one ``nnqs run`` output folder per geometry.
 
-    python experiments/n2_dissociation.py --out runs/n2_dissociation [--steps 400 --adamw-steps 200] [--points 8]
+    python experiments/n2_dissociation.py --out runs/n2_dissociation [--defaults] [--steps 400 --adamw-steps 200] [--points 8]
         [--pretrain cisd_cas --cas 6 6] [--start 0.8 --stop 2.5]
 """
 
@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from nnqs.app.run import run  # noqa: E402
 from nnqs.app.io import atomic_write, load_checkpoint, write_json  # noqa: E402
-from nnqs.app.runconfig import ConfigError, load_config  # noqa: E402
+from nnqs.app.runconfig import ConfigError, RunConfig, RunSettings, load_config  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parent / "configs" / "n2.toml"
 
@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/n2_dissociation")
     parser.add_argument("--config", default=str(CONFIG))
+    parser.add_argument("--defaults", action="store_true",
+                        help="the default recipe (RunConfig's defaults, one thread) instead of --config's settings")
     parser.add_argument("--points", type=int, default=8)
     parser.add_argument("--start", type=float, default=0.8)
     parser.add_argument("--stop", type=float, default=2.5)
@@ -97,6 +99,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     base = load_config(args.config)
+    if args.defaults:
+        base = RunConfig(molecule=base.molecule, run=RunSettings(threads=1))
     overrides = {"steps": args.steps, "adamw_steps": args.adamw_steps, "pretrain": args.pretrain,
                  "pretrain_cas": tuple(args.cas) if args.cas else None}
     try:

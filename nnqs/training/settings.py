@@ -18,7 +18,9 @@ class SamplerConfig:
     Attributes:
         n_samples: draws per step (initial value when ``unique_window`` is set).
         unique_window: ``[low, high]``: adapt ``n_samples`` by ``factor`` so the number of
-            unique samples stays inside; empty = fixed ``n_samples``.
+            unique samples stays inside; empty = fixed ``n_samples``. The default ``[500, 2000]``
+            gives minSR a few hundred to two thousand rows (a larger sample costs
+            ``O(U^2 P)`` per solve); a space smaller than ``low`` is sampled whole.
         factor: the adaptive step factor.
         max_unique: most frontier rows decoded at once (the tree is walked depth first in
             chunks beyond); 0 = as many as ``cache_mib`` holds.
@@ -28,7 +30,7 @@ class SamplerConfig:
     """
 
     n_samples: int = 100_000
-    unique_window: tuple[int, ...] = ()
+    unique_window: tuple[int, ...] = (500, 2000)
     factor: float = 1.25
     max_unique: int = 0
     cache_mib: float = DEFAULT_MAX_CACHE_BYTES / 2**20
@@ -66,6 +68,8 @@ class OptimConfig:
         sr_shift: minSR diagonal shift.
         adamw_steps: with ``method = "minsr"``, run this many AdamW steps first (cheap early
             progress from the pretrained start), then minSR for the rest; 0 = minSR throughout.
+            A run of at most ``adamw_steps`` steps is AdamW throughout (logged; see
+            :attr:`adamw_phase`). Ignored with ``method = "adamw"``.
         adamw_lr: the peak learning rate of that AdamW phase. The NaN guard's halving of the
             learning rate carries over from one phase to the next.
         pretrain: the supervised start: ``"cisd"`` (fit the CISD wavefunction, signs included;
@@ -107,19 +111,19 @@ class OptimConfig:
             (:func:`nnqs.training.convergence.has_stopped_improving`); 0 = run every step.
     """
 
-    steps: int = 1000
-    lr: float = 1e-3
-    warmup: int = 50
+    steps: int = 700
+    lr: float = 0.1
+    warmup: int = 20
     final_lr_ratio: float = 0.1
     betas: tuple[float, ...] = (0.9, 0.99)
     eps: float = 1e-9
     weight_decay: float = 0.0
     clip: float = 1.0
-    method: str = "adamw"
+    method: str = "minsr"
     sr_shift: float = 1e-4
-    adamw_steps: int = 0
+    adamw_steps: int = 300
     adamw_lr: float = 1e-3
-    pretrain: str = "cisd"
+    pretrain: str = "auto"
     pretrain_hf: float = 0.9
     pretrain_cas: tuple[int, ...] = ()
     pretrain_steps: int = 300
@@ -144,11 +148,8 @@ class OptimConfig:
             raise ValueError(f"amplitudes must be 'cache' or 'full', got {self.amplitudes!r}")
         if self.method not in ("adamw", "minsr"):
             raise ValueError(f"method must be 'adamw' or 'minsr', got {self.method!r}")
-        if not 0 <= self.adamw_steps <= self.steps or self.adamw_lr <= 0:
-            raise ValueError(f"adamw_steps ({self.adamw_steps}) must lie in [0, steps] ({self.steps}) "
-                              f"and adamw_lr ({self.adamw_lr}) must be > 0")
-        if self.adamw_steps and self.method != "minsr":
-            raise ValueError("adamw_steps is the AdamW phase before minSR: it needs method = 'minsr'")
+        if self.adamw_steps < 0 or self.adamw_lr <= 0:
+            raise ValueError(f"adamw_steps ({self.adamw_steps}) must be >= 0 and adamw_lr ({self.adamw_lr}) > 0")
         if self.weights not in ("counts", "psi2"):
             raise ValueError(f"weights must be 'counts' or 'psi2', got {self.weights!r}")
         if self.pretrain not in ("cisd", "casci", "cisd_cas", "auto", "hf", "none"):
@@ -168,3 +169,9 @@ class OptimConfig:
         if self.pretrain_steps < 0 or self.pretrain_max_determinants < 0:
             raise ValueError(f"pretrain_steps ({self.pretrain_steps}) and pretrain_max_determinants "
                              f"({self.pretrain_max_determinants}) must be >= 0")
+
+    @property
+    def adamw_phase(self) -> int:
+        """The number of AdamW steps the run begins with: every step with ``method = "adamw"``,
+        else ``min(adamw_steps, steps)``; minSR takes the rest."""
+        return self.steps if self.method == "adamw" else min(self.adamw_steps, self.steps)

@@ -39,22 +39,22 @@ def cosine_schedule(step: int, warmup: int, span: int, final_ratio: float) -> fl
 
 
 def method_at(step: int, cfg: OptimConfig) -> str:
-    """The update rule of ``step``: ``"adamw"`` or ``"minsr"`` (after ``cfg.adamw_steps``)."""
-    return "adamw" if cfg.method == "adamw" or step < cfg.adamw_steps else "minsr"
+    """The update rule of ``step``: ``"adamw"`` or ``"minsr"`` (after ``cfg.adamw_phase``)."""
+    return "adamw" if step < cfg.adamw_phase else "minsr"
 
 
 def learning_rate(step: int, cfg: OptimConfig) -> float:
     """The scheduled learning rate of ``step`` (before the NaN guard's scale).
 
     One phase: ``cfg.lr`` with warm-up and cosine decay over ``cfg.steps``. With
-    ``method = "minsr"`` and ``adamw_steps > 0``, the AdamW phase runs that schedule at
-    ``cfg.adamw_lr`` over its own steps, and the minSR phase decays ``cfg.lr`` over the rest.
+    ``method = "minsr"`` and an AdamW phase (``cfg.adamw_phase > 0``), that phase runs the
+    schedule at ``cfg.adamw_lr`` over its own steps, and the minSR phase decays ``cfg.lr`` over the rest.
     """
-    if cfg.method == "minsr" and cfg.adamw_steps:
-        if step < cfg.adamw_steps:
-            return cfg.adamw_lr * cosine_schedule(step, cfg.warmup, cfg.adamw_steps, cfg.final_lr_ratio)
-        span = cfg.steps - cfg.adamw_steps
-        return cfg.lr * cosine_schedule(step - cfg.adamw_steps, 0, span, cfg.final_lr_ratio)
+    phase = cfg.adamw_phase
+    if cfg.method == "minsr" and phase:
+        if step < phase:
+            return cfg.adamw_lr * cosine_schedule(step, cfg.warmup, phase, cfg.final_lr_ratio)
+        return cfg.lr * cosine_schedule(step - phase, 0, cfg.steps - phase, cfg.final_lr_ratio)
     return cfg.lr * cosine_schedule(step, cfg.warmup, cfg.steps, cfg.final_lr_ratio)
 
 
@@ -118,7 +118,9 @@ class Trainer:
         self.model, self.H, self.optim_cfg, self.sampler_cfg = model, H, optim, sampler
         self.comm = comm
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
-        if optim.method == "adamw" or optim.adamw_steps:
+        if optim.method == "minsr" and optim.adamw_phase == optim.steps:
+            log.warning("all %d steps are AdamW: minSR starts after adamw_steps = %d", optim.steps, optim.adamw_steps)
+        if optim.adamw_phase:
             self.optimizers["adamw"] = torch.optim.AdamW(
                 model.parameters(), lr=optim.lr, betas=tuple(optim.betas), eps=optim.eps,
                 weight_decay=optim.weight_decay,

@@ -27,12 +27,20 @@ def test_two_point_curve_with_warm_start(tmp_path):
     assert (tmp_path / "dissociation.png").exists()
 
 
-def test_adamw_steps_needs_the_minsr_method(tmp_path, capsys):
+def test_defaults_replace_the_configs_settings(tmp_path):
+    rows = n2_dissociation.main(["--defaults", "--out", str(tmp_path), "--points", "1", "--start", "1.1", "--stop", "1.1",
+                                 "--steps", "2", "--no-progress"])
+    data = json.loads((tmp_path / "dissociation.json").read_text())
+    assert data["config"]["optim"]["pretrain"] == "auto" and data["config"]["model"]["phase_hidden"] == [128, 128]
+    assert data["config"]["sampler"]["unique_window"] == [500, 2000] and len(rows) == 1
+
+
+def test_a_bad_override_is_a_one_line_error(tmp_path, capsys):
     h2 = Path(__file__).resolve().parents[2] / "experiments" / "configs" / "h2.toml"
     with pytest.raises(SystemExit) as exit_info:
-        n2_dissociation.main(["--config", str(h2), "--out", str(tmp_path), "--steps", "4", "--adamw-steps", "2"])
+        n2_dissociation.main(["--config", str(h2), "--out", str(tmp_path), "--steps", "4", "--pretrain", "cisdt"])
     assert exit_info.value.code == 2
-    assert "adamw_steps" in capsys.readouterr().err
+    assert "pretrain" in capsys.readouterr().err
     assert not (tmp_path / "dissociation.json").exists()
 
 

@@ -5,7 +5,7 @@ TINY = {
     "molecule": H2,
     "model": {"d_model": 8, "n_layers": 1, "n_heads": 2, "phase_hidden": [8]},
     "sampler": {"n_samples": 1000, "unique_window": [2, 3]},
-    "optim": {"steps": 6, "lr": 0.01, "warmup": 2},
+    "optim": {"steps": 6, "lr": 0.01, "warmup": 2, "method": "adamw"},
     "run": {"checkpoint_every": 2},
 }
 

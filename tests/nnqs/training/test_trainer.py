@@ -123,7 +123,7 @@ def test_pretrain_hf_reaches_target():
 
 
 def test_learning_rate_schedule():
-    cfg = OptimConfig(steps=100, lr=1.0, warmup=10, final_lr_ratio=0.1)
+    cfg = OptimConfig(steps=100, lr=1.0, warmup=10, final_lr_ratio=0.1, method="adamw")
     assert learning_rate(0, cfg) == pytest.approx(0.1)
     assert learning_rate(9, cfg) == pytest.approx(1.0)
     assert learning_rate(10, cfg) == pytest.approx(1.0)
@@ -141,16 +141,19 @@ def test_adamw_then_minsr_schedule():
     assert learning_rate(39, cfg) < 2e-4                       # decayed by the end of the phase
     assert learning_rate(40, cfg) == pytest.approx(0.1)       # minSR starts at its peak
     assert learning_rate(100, cfg) == pytest.approx(0.01)
+    # A run no longer than the AdamW phase is AdamW throughout; method = "adamw" ignores adamw_steps.
+    short = OptimConfig(steps=10, method="minsr", adamw_steps=11, adamw_lr=1e-3, lr=0.1, warmup=0)
+    assert short.adamw_phase == 10 and {method_at(s, short) for s in range(10)} == {"adamw"}
+    assert learning_rate(0, short) == pytest.approx(1e-3)
+    assert OptimConfig(steps=10, method="adamw", adamw_steps=5).adamw_phase == 10
     with pytest.raises(ValueError, match="adamw_steps"):
-        OptimConfig(method="adamw", adamw_steps=5)
-    with pytest.raises(ValueError, match="adamw_steps"):
-        OptimConfig(steps=10, method="minsr", adamw_steps=11)
+        OptimConfig(adamw_steps=-1)
 
 
 def test_nan_guard_rolls_back_to_the_last_finite_state(caplog):
     H = random_hamiltonian(4, 2, 1, seed=1)
     model = make_model(4, 2, 1, seed=2)
-    trainer = Trainer(model, H, OptimConfig(steps=5, lr=1e-3, warmup=0), SamplerConfig(n_samples=1000), seed=0)
+    trainer = Trainer(model, H, OptimConfig(steps=5, lr=1e-3, warmup=0, method="adamw"), SamplerConfig(n_samples=1000), seed=0)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     assert not trainer.train_step().rolled_back  # evaluates `before`, then updates
     with torch.no_grad():  # the update "went wrong": the network now gives NaN
@@ -185,7 +188,7 @@ def test_h2_vmc_reaches_1_mha(h2):
     torch.manual_seed(0)
     model = make_model(2, 1, 1, seed=0, dtype="float64", d_model=16, n_layers=2, n_heads=2, phase_hidden=(16,))
     pretrain_hf(model, hf(2, 1, 1), 0.9)
-    optim = OptimConfig(steps=150, lr=0.01, warmup=10, weights="psi2")
+    optim = OptimConfig(steps=150, lr=0.01, warmup=10, weights="psi2", method="adamw")
     trainer = Trainer(model, h2, optim, SamplerConfig(n_samples=10_000), seed=0)
     for _ in range(optim.steps):
         trainer.train_step()

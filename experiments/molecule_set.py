@@ -1,0 +1,165 @@
+"""The default recipe on a molecule set: every molecule run with the defaults and nothing else.
+
+Each molecule is only a ``[molecule]`` table (geometry, basis, charge, spin); the model, the
+sampler and the optimiser are :class:`nnqs.app.runconfig.RunConfig`'s defaults, the recipe the
+README documents. The set (all STO-3G, within FCI's reach):
+
+* the STO-3G set of ``experiments/configs`` (H2, LiH, BeH2, H2O, NH3, CH4, N2 at equilibrium);
+* an open shell: O2 triplet (ROHF reference; CCSD(T) 1.4 mHa above FCI);
+* a multireference singlet: C2 (CCSD(T) 2.9 mHa above FCI);
+* a stretched bond where CCSD(T) collapses: H2O with both O-H bonds at twice their length
+  (CCSD(T) 12.6 mHa below FCI);
+* a hydrogen chain: linear H10 at 1.0 A.
+
+Runs go ``--jobs`` at a time, one thread each, in ``OUT/<name>`` (a finished molecule is read
+back from its ``result.json``, an interrupted one resumed). Writes ``OUT/molecule_set.json``,
+``molecule_set.md`` (the table) and ``molecule_set.png`` (errors against FCI beside CCSD(T)'s).
+
+    python experiments/molecule_set.py --out runs/molecule_set [--only o2_triplet,c2] [--jobs 2] [--steps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from nnqs.app.io import atomic_write, write_json  # noqa: E402
+from nnqs.app.runconfig import MoleculeConfig, RunConfig, RunSettings, load_config  # noqa: E402
+
+CONFIGS = Path(__file__).resolve().parent / "configs"
+STO3G_SET = ("h2", "lih", "beh2", "h2o", "nh3", "ch4", "n2")
+CHAIN = "; ".join(f"H 0 0 {1.0 * i:.1f}" for i in range(10))
+HARD = {
+    "o2_triplet": ("open shell (ROHF)", dict(geometry="O 0 0 0; O 0 0 1.2075", spin=2)),
+    "c2": ("multireference singlet", dict(geometry="C 0 0 0; C 0 0 1.2425")),
+    "h2o_2re": ("stretched bonds (2 R_e)", dict(geometry="O 0 0 0; H 0 1.5266 -1.1826; H 0 -1.5266 -1.1826")),
+    "h10": ("hydrogen chain (1.0 A)", dict(geometry=CHAIN)),
+}
+
+
+def molecule_set() -> dict[str, tuple[str, MoleculeConfig]]:
+    """``name -> (kind, molecule)``: the STO-3G set's molecules from their configs, then the hard ones."""
+    out = {}
+    for name in STO3G_SET:
+        molecule = load_config(CONFIGS / f"{name}.toml").molecule
+        out[name] = ("STO-3G set", MoleculeConfig(name=name, geometry=molecule.geometry, basis=molecule.basis,
+                                                  charge=molecule.charge, spin=molecule.spin))
+    for name, (kind, fields) in HARD.items():
+        out[name] = (kind, MoleculeConfig(name=name, basis="sto-3g", **fields))
+    return out
+
+
+def default_config(molecule: MoleculeConfig, *, steps: int | None = None, threads: int = 1) -> RunConfig:
+    """The defaults with this molecule (and, for a quick look, fewer ``steps``)."""
+    config = RunConfig(molecule=molecule, run=RunSettings(threads=threads))
+    return config.replace("optim", steps=steps) if steps else config
+
+
+def run_one(config: RunConfig, folder: str) -> dict:
+    """One molecule in its own process: reuse a finished run, resume an interrupted one."""
+    from nnqs.app.run import run
+
+    logging.basicConfig(level=logging.INFO, format=f"{config.molecule.name}: %(message)s")
+    path = Path(folder)
+    if (path / "result.json").exists():
+        return json.loads((path / "result.json").read_text())
+    return run(config, path, resume=(path / "checkpoint.pt").exists(), progress=False)
+
+
+def row_of(name: str, kind: str, result: dict) -> dict:
+    refs = result["references"]
+    fci, ccsd_t = refs.get("fci"), refs.get("ccsd_t")
+    return {
+        "molecule": name, "kind": kind, "spin_orbitals": 2 * result["n_orbitals"],
+        "determinants": result["n_determinants"], "fci": fci,
+        "ccsd_t_error_mha": None if ccsd_t is None or fci is None else 1e3 * (ccsd_t - fci),
+        "nnqs_error_mha": result["error_vs_fci_mha"], "nnqs_stderr_mha": 1e3 * result["energy_stderr"],
+        "exact_error_mha": result["exact_error_vs_fci_mha"],
+        "p_hf_start": result["p_hf_after_pretraining"], "steps": result["steps"],
+        "wall_minutes": result["wall_seconds"] / 60,
+    }
+
+
+def table(rows: list[dict]) -> str:
+    def fmt(v, spec):
+        return "n/a" if v is None else format(v, spec)
+
+    lines = ["| molecule | kind | spin orbitals | determinants | FCI (Ha) | CCSD(T) - FCI (mHa) | nnqs - FCI (mHa) "
+             "| wall (min) |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['molecule']} | {r['kind']} | {r['spin_orbitals']} | {r['determinants']} | "
+                     f"{fmt(r['fci'], '.6f')} | {fmt(r['ccsd_t_error_mha'], '.2f')} | "
+                     f"{fmt(r['nnqs_error_mha'], '.2f')} | {r['wall_minutes']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(path: Path, rows: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    x = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(rows) + 2), 4))
+    for offset, key, label in ((-0.2, "nnqs_error_mha", "NNQS (defaults)"), (0.2, "ccsd_t_error_mha", "|CCSD(T)|")):
+        values = [abs(r[key]) if r[key] is not None else np.nan for r in rows]
+        ax.bar(x + offset, np.maximum(values, 1e-4), width=0.4, label=label)
+    ax.axhline(1.0, color="k", ls="--", lw=1, label="1 mHa")
+    ax.set_yscale("log")
+    ax.set_xticks(x, [r["molecule"] for r in rows], rotation=45, ha="right")
+    ax.set_ylabel("|E - E_FCI| (mHa)")
+    ax.set_title("The default recipe on the molecule set (STO-3G)")
+    ax.legend()
+    fig.tight_layout()
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
+    plt.close(fig)
+
+
+def write_outputs(out: Path, rows: list[dict]) -> None:
+    order = list(molecule_set())
+    rows = sorted(rows, key=lambda r: order.index(r["molecule"]) if r["molecule"] in order else len(order))
+    settings = {k: v for k, v in default_config(molecule_set()["h2"][1]).to_dict().items() if k != "molecule"}
+    write_json(out / "molecule_set.json", {"settings": settings, "rows": rows})
+    atomic_write(out / "molecule_set.md", lambda tmp: Path(tmp).write_text(table(rows)))
+    plot(out / "molecule_set.png", rows)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="runs/molecule_set")
+    parser.add_argument("--only", default=None, help="comma-separated names (default: the whole set)")
+    parser.add_argument("--jobs", type=int, default=2, help="molecules run at once, one thread each")
+    parser.add_argument("--steps", type=int, default=None, help="VMC steps (default: the default recipe's)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    molecules = molecule_set()
+    names = args.only.split(",") if args.only else list(molecules)
+    unknown = sorted(set(names) - set(molecules))
+    if unknown:
+        parser.error(f"unknown molecules {unknown}; the set is {list(molecules)}")
+    out = Path(args.out)
+    saved = out / "molecule_set.json"
+    rows = {r["molecule"]: r for r in json.loads(saved.read_text())["rows"]} if saved.exists() else {}
+    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(run_one, default_config(molecules[n][1], steps=args.steps), str(out / n)): n
+                   for n in names}
+        for future in as_completed(futures):
+            name = futures[future]
+            rows[name] = row_of(name, molecules[name][0], future.result())
+            logging.info("%s: %.3f mHa above FCI in %.1f min", name, rows[name]["nnqs_error_mha"],
+                         rows[name]["wall_minutes"])
+            write_outputs(out, list(rows.values()))
+    return [rows[n] for n in names]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""The defaults are the documented recipe, and the recipe improves on its CI start."""
+
+import re
+import tomllib
+from pathlib import Path
+
+
+from nnqs.app.runconfig import MoleculeConfig, RunConfig, config_from_dict
+
+README = Path(__file__).resolve().parents[3] / "README.md"
+
+
+def documented_recipe() -> dict:
+    """The TOML block under the README's "The default recipe" heading."""
+    text = README.read_text()
+    section = text.split("### The default recipe", 1)[1]
+    return tomllib.loads(re.search(r"```toml\n(.*?)```", section, re.S).group(1))
+
+
+def test_the_defaults_are_the_documented_recipe():
+    recipe = documented_recipe()
+    assert set(recipe) == {"model", "sampler", "optim"}
+    molecule = {"geometry": "H 0 0 0; H 0 0 0.74"}
+    assert config_from_dict({"molecule": molecule, **recipe}) == RunConfig(molecule=MoleculeConfig(**molecule))
+    # ... and the block names the values that make the recipe, not a subset that happens to match.
+    assert {"pretrain", "method", "adamw_steps", "lr", "steps", "local_energy"} <= set(recipe["optim"])
+    assert {"unique_window"} <= set(recipe["sampler"]) and {"d_model", "phase_hidden"} <= set(recipe["model"])
+
+
+def test_a_documented_value_that_is_not_the_default_is_caught():
+    recipe = documented_recipe()
+    recipe["optim"]["adamw_steps"] += 1
+    molecule = {"geometry": "H 0 0 0; H 0 0 0.74"}
+    assert config_from_dict({"molecule": molecule, **recipe}) != RunConfig(molecule=MoleculeConfig(**molecule))
+
+
+H2O = "O 0 0 0.1173; H 0 0.7572 -0.4692; H 0 -0.7572 -0.4692"
+
+
+def test_a_short_default_run_improves_on_its_ci_start(tmp_path, monkeypatch):
+    """H2O / STO-3G with nothing but the molecule and a shorter schedule (20 AdamW + 20 minSR
+    steps): the trained network's exact energy is far closer to FCI than its CISD start
+    (measured: 31.6 -> 1.3 mHa in about 35 s)."""
+    import csv
+
+    from nnqs.app.run import run
+    from nnqs.app.runconfig import RunSettings
+
+    monkeypatch.setenv("NNQS_REFERENCE_CACHE", str(tmp_path / "refs.json"))
+    config = RunConfig(molecule=MoleculeConfig(name="h2o", geometry=H2O), run=RunSettings(threads=1))
+    result = run(config.replace("optim", steps=40, adamw_steps=20), tmp_path / "run", progress=False)
+    rows = list(csv.DictReader((tmp_path / "run" / "metrics.csv").open()))
+    assert [r["method"] for r in rows] == ["adamw"] * 20 + ["minsr"] * 20
+    start = float(rows[0]["error_vs_fci_mha"])       # the CISD fit, sampled (the space is sampled whole)
+    assert start > 5.0
+    assert result["exact_error_vs_fci_mha"] < 0.2 * start
