@@ -4,7 +4,6 @@ import re
 import tomllib
 from pathlib import Path
 
-
 from nnqs.app.runconfig import MoleculeConfig, RunConfig, config_from_dict
 
 README = Path(__file__).resolve().parents[3] / "README.md"
