@@ -140,7 +140,7 @@ def main(argv=None) -> dict:
                     "would take %.0f s by full passes, %.0f s from the KV cache", r["eps"], r["kept_fraction"],
                     r["n_connected"], r["n_outside_unique"], r["kernel_seconds"],
                     r["projected_amplitude_seconds"]["full"], r["projected_amplitude_seconds"]["cache"])
-    trainer = Trainer(model, H, optim, SamplerConfig(n_samples=n_samples), seed=args.seed)
+    trainer = Trainer(model, H, optim, SamplerConfig(n_samples=n_samples, unique_window=()), seed=args.seed)
     steps = []
     for _ in range(args.steps):
         record = trainer.train_step()

@@ -21,6 +21,7 @@ back from its ``result.json``, an interrupted one resumed). Writes ``OUT/molecul
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -31,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from nnqs.app.io import atomic_write, write_json  # noqa: E402
+from nnqs.app.io import atomic_write, load_checkpoint, write_json  # noqa: E402
 from nnqs.app.runconfig import MoleculeConfig, RunConfig, RunSettings, load_config  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
@@ -49,9 +50,7 @@ def molecule_set() -> dict[str, tuple[str, MoleculeConfig]]:
     """``name -> (kind, molecule)``: the STO-3G set's molecules from their configs, then the hard ones."""
     out = {}
     for name in STO3G_SET:
-        molecule = load_config(CONFIGS / f"{name}.toml").molecule
-        out[name] = ("STO-3G set", MoleculeConfig(name=name, geometry=molecule.geometry, basis=molecule.basis,
-                                                  charge=molecule.charge, spin=molecule.spin))
+        out[name] = ("STO-3G set", dataclasses.replace(load_config(CONFIGS / f"{name}.toml").molecule, name=name))
     for name, (kind, fields) in HARD.items():
         out[name] = (kind, MoleculeConfig(name=name, basis="sto-3g", **fields))
     return out
@@ -63,15 +62,28 @@ def default_config(molecule: MoleculeConfig, *, steps: int | None = None, thread
     return config.replace("optim", steps=steps) if steps else config
 
 
-def run_one(config: RunConfig, folder: str) -> dict:
-    """One molecule in its own process: reuse a finished run, resume an interrupted one."""
+def folder_state(config: RunConfig, folder: Path) -> str:
+    """``"done"`` (its ``result.json`` is this config's), ``"resume"`` (its checkpoint is),
+    ``"new"`` (nothing there) or ``"other"`` (a run of another config)."""
+    expected = json.loads(json.dumps(config.to_dict()))
+    if (folder / "result.json").exists():
+        return "done" if json.loads((folder / "result.json").read_text()).get("config") == expected else "other"
+    if (folder / "checkpoint.pt").exists():
+        return "resume" if json.loads(json.dumps(load_checkpoint(folder / "checkpoint.pt").get("config"))) == expected \
+            else "other"
+    return "new"
+
+
+def run_one(config: RunConfig, folder: str, state: str) -> dict:
+    """One molecule in its own process: read a finished run back, resume an interrupted one,
+    start a new one (``state`` from :func:`folder_state`; ``"other"`` is replaced)."""
     from nnqs.app.run import run
 
     logging.basicConfig(level=logging.INFO, format=f"{config.molecule.name}: %(message)s")
     path = Path(folder)
-    if (path / "result.json").exists():
+    if state == "done":
         return json.loads((path / "result.json").read_text())
-    return run(config, path, resume=(path / "checkpoint.pt").exists(), progress=False)
+    return run(config, path, resume=state == "resume", overwrite=state == "other", progress=False)
 
 
 def row_of(name: str, kind: str, result: dict) -> dict:
@@ -139,6 +151,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--only", default=None, help="comma-separated names (default: the whole set)")
     parser.add_argument("--jobs", type=int, default=2, help="molecules run at once, one thread each")
     parser.add_argument("--steps", type=int, default=None, help="VMC steps (default: the default recipe's)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a molecule's folder that holds a run of other settings (else an error)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     molecules = molecule_set()
@@ -149,9 +163,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     out = Path(args.out)
     saved = out / "molecule_set.json"
     rows = {r["molecule"]: r for r in json.loads(saved.read_text())["rows"]} if saved.exists() else {}
+    configs = {n: default_config(molecules[n][1], steps=args.steps) for n in names}
+    states = {n: folder_state(configs[n], out / n) for n in names}
+    clash = [n for n in names if states[n] == "other"]
+    if clash and not args.overwrite:
+        parser.error(f"{[str(out / n) for n in clash]} hold runs of other settings; pass --overwrite to replace them")
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(run_one, default_config(molecules[n][1], steps=args.steps), str(out / n)): n
-                   for n in names}
+        futures = {pool.submit(run_one, configs[n], str(out / n), states[n]): n for n in names}
         for future in as_completed(futures):
             name = futures[future]
             rows[name] = row_of(name, molecules[name][0], future.result())

@@ -25,7 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from nnqs.app.run import run  # noqa: E402
 from nnqs.app.io import atomic_write, load_checkpoint, write_json  # noqa: E402
-from nnqs.app.runconfig import ConfigError, RunConfig, RunSettings, load_config  # noqa: E402
+from experiments.molecule_set import default_config  # noqa: E402
+from nnqs.app.runconfig import ConfigError, load_config  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parent / "configs" / "n2.toml"
 
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--stop", type=float, default=2.5)
     parser.add_argument("--steps", type=int, default=None, help="VMC steps per geometry (default: the config's)")
     parser.add_argument("--adamw-steps", type=int, default=None,
-                        help="of those, AdamW steps before minSR (default: the config's; needs method = 'minsr')")
+                        help="of those, AdamW steps before minSR (default: the config's)")
     parser.add_argument("--pretrain", default=None,
                         help="the start (default: the config's); 'cisd_cas' fits the CISD + CAS(--cas) state")
     parser.add_argument("--cas", type=int, nargs=2, default=None, metavar=("ELECTRONS", "ORBITALS"),
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     base = load_config(args.config)
     if args.defaults:
-        base = RunConfig(molecule=base.molecule, run=RunSettings(threads=1))
+        base = default_config(base.molecule)
     overrides = {"steps": args.steps, "adamw_steps": args.adamw_steps, "pretrain": args.pretrain,
                  "pretrain_cas": tuple(args.cas) if args.cas else None}
     try:

@@ -52,6 +52,9 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default=None, help="output folder (default runs/<name>)")
     run.add_argument("--device", default=None, help="cpu, cuda, ... (overrides the config)")
     run.add_argument("--steps", type=int, default=None, help="VMC steps (overrides the config)")
+    run.add_argument("--adamw-steps", type=int, default=None,
+                     help="of those, AdamW steps before minSR (overrides the config; a run of at most "
+                          "adamw_steps steps is AdamW throughout)")
     run.add_argument("--seed", type=int, default=None, help="random seed (overrides the config)")
     run.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     run.add_argument("--overwrite", action="store_true", help="replace a previous run in OUT")
@@ -148,7 +151,7 @@ def _run(args: argparse.Namespace) -> int:
         else:
             config = load_config(args.config)
         for section, key, value in (("run", "device", args.device), ("run", "seed", args.seed),
-                                    ("optim", "steps", args.steps)):
+                                    ("optim", "steps", args.steps), ("optim", "adamw_steps", args.adamw_steps)):
             if value is not None:
                 config = config.replace(section, **{key: value})
         if args.stop_after is not None and args.stop_after < 1:

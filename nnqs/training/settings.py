@@ -59,7 +59,8 @@ class OptimConfig:
     Attributes:
         steps: VMC steps.
         lr: peak learning rate of ``method`` (with an AdamW phase first: of the minSR phase).
-        warmup: linear warm-up steps (of the first phase; minSR after AdamW starts at its peak).
+        warmup: linear warm-up steps (of the first phase; minSR after AdamW starts at its peak);
+            a phase no longer than ``warmup`` is warm-up throughout.
         final_lr_ratio: the learning rate decays by a cosine to ``lr * final_lr_ratio``.
         betas, eps, weight_decay: AdamW settings.
         clip: gradient-norm clipping (0 = none); with minSR it bounds the update direction.

@@ -54,8 +54,8 @@ def minsr_direction(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The minSR update direction ``d`` ``[P]`` and the plain energy gradient ``[P]`` (float64).
 
-    The Gram matrix and the products with ``Ot`` run in the Jacobian's dtype, the solve in
-    float64: a float64 network gets the docstring's formula to rounding, a float32 one half the
+    The Gram matrix and the products with ``Ot`` run in the Jacobian's dtype (bfloat16 is
+    promoted to float32), the solve in float64: a float64 network gets the docstring's formula to rounding, a float32 one half the
     cost at a relative difference of about 1e-4 (``experiments/bench_minsr.py``), far below the
     direction's sampling noise.
 
@@ -70,7 +70,8 @@ def minsr_direction(
     """
     w = weights.to(torch.float64)
     sw = w.sqrt()
-    work = jacobian.dtype   # the Gram matrix's products run in the parameters' dtype, the solve in float64
+    # The Gram matrix's products run in the parameters' dtype (at least float32), the solve in float64.
+    work = torch.promote_types(jacobian.dtype, torch.float32)
     energy = comm.all_reduce((w * e_loc).sum())
     eps = (e_loc - energy) * sw
     u, p = jacobian.shape[0], jacobian.shape[2]
@@ -115,7 +116,7 @@ def sample_space_gram(blocks: list[torch.Tensor], cols: list[torch.Tensor], comm
             ordered real parts (rank 0, 1, ...), then imaginary parts. Each rank computes its
             own rows of the matrix against every rank's blocks, which arrive one rank at a time
             by broadcast, and the rows are then gathered. Memory per rank: its blocks, one other
-            rank's blocks, and the ``[2U, 2U]`` float64 matrix about three times over at the peak
+            rank's blocks, and the ``[2U, 2U]`` matrix (in the blocks' dtype; float64 for the solve) about three times over at the peak
             (the gathered rows, padded to the largest rank's; their concatenation; the solve's
             copy on rank 0).
     """

@@ -40,7 +40,7 @@ def cosine_schedule(step: int, warmup: int, span: int, final_ratio: float) -> fl
 
 def method_at(step: int, cfg: OptimConfig) -> str:
     """The update rule of ``step``: ``"adamw"`` or ``"minsr"`` (after ``cfg.adamw_phase``)."""
-    return "adamw" if step < cfg.adamw_phase else "minsr"
+    return "adamw" if cfg.method == "adamw" or step < cfg.adamw_phase else "minsr"
 
 
 def learning_rate(step: int, cfg: OptimConfig) -> float:
@@ -51,7 +51,7 @@ def learning_rate(step: int, cfg: OptimConfig) -> float:
     schedule at ``cfg.adamw_lr`` over its own steps, and the minSR phase decays ``cfg.lr`` over the rest.
     """
     phase = cfg.adamw_phase
-    if cfg.method == "minsr" and phase:
+    if cfg.method == "minsr" and phase:   # AdamW at adamw_lr first (the whole run if steps <= adamw_steps)
         if step < phase:
             return cfg.adamw_lr * cosine_schedule(step, cfg.warmup, phase, cfg.final_lr_ratio)
         return cfg.lr * cosine_schedule(step - phase, 0, cfg.steps - phase, cfg.final_lr_ratio)

@@ -29,6 +29,12 @@ def test_the_set_runs_the_defaults_and_writes_its_table(tmp_path):
     stamp = (out / "h2" / "result.json").stat().st_mtime_ns
     assert molecule_set.main(["--out", str(out), "--only", "h2", "--steps", "3", "--jobs", "1"]) == rows
     assert (out / "h2" / "result.json").stat().st_mtime_ns == stamp
+    # A folder holding other settings is not reported as this recipe: an error, or replaced on request.
+    with pytest.raises(SystemExit) as exit_info:
+        molecule_set.main(["--out", str(out), "--only", "h2", "--steps", "2", "--jobs", "1"])
+    assert exit_info.value.code == 2
+    rows = molecule_set.main(["--out", str(out), "--only", "h2", "--steps", "2", "--jobs", "1", "--overwrite"])
+    assert json.loads((out / "h2" / "result.json").read_text())["steps"] == 2 and rows[0]["steps"] == 2
 
 
 def test_every_molecule_of_the_set_is_a_valid_config():

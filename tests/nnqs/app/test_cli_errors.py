@@ -62,6 +62,7 @@ CASES = {
                    "factor must be > 1"),
     "config is a folder": (lambda t: ["run", str(t), "--out", str(t / "o")], "is a folder"),
     "--steps 0": (lambda t: ["run", config(t), "--steps", "0", "--out", str(t / "o")], "steps >= 1"),
+    "--adamw-steps -1": (lambda t: ["run", config(t), "--adamw-steps", "-1", "--out", str(t / "o")], "adamw_steps"),
     "--stop-after -1": (lambda t: ["run", config(t), "--stop-after", "-1", "--out", str(t / "o")],
                         "--stop-after must be >= 1"),
 }

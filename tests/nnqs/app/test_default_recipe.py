@@ -42,12 +42,12 @@ def test_a_short_default_run_improves_on_its_ci_start(tmp_path, monkeypatch):
     (measured: 31.6 -> 1.3 mHa in about 35 s)."""
     import csv
 
+    from experiments.molecule_set import default_config
     from nnqs.app.run import run
-    from nnqs.app.runconfig import RunSettings
 
     monkeypatch.setenv("NNQS_REFERENCE_CACHE", str(tmp_path / "refs.json"))
-    config = RunConfig(molecule=MoleculeConfig(name="h2o", geometry=H2O), run=RunSettings(threads=1))
-    result = run(config.replace("optim", steps=40, adamw_steps=20), tmp_path / "run", progress=False)
+    config = default_config(MoleculeConfig(name="h2o", geometry=H2O), steps=40).replace("optim", adamw_steps=20)
+    result = run(config, tmp_path / "run", progress=False)
     rows = list(csv.DictReader((tmp_path / "run" / "metrics.csv").open()))
     assert [r["method"] for r in rows] == ["adamw"] * 20 + ["minsr"] * 20
     start = float(rows[0]["error_vs_fci_mha"])       # the CISD fit, sampled (the space is sampled whole)

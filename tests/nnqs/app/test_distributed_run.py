@@ -15,7 +15,7 @@ from nnqs.parallel.local import free_port
 from tests.nnqs.app.helpers import TINY, toml_text
 
 #: The helpers' tiny H2 run, 30 steps, checkpoints every 5, a 5 s collective timeout.
-SETTINGS = {**TINY, "optim": {"steps": 30, "lr": 0.01, "warmup": 2},
+SETTINGS = {**TINY, "optim": {**TINY["optim"], "steps": 30},
             "run": {"checkpoint_every": 5, "threads": 1, "collective_timeout": 5.0}}
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[3]))
 

@@ -81,6 +81,19 @@ def test_two_phase_run_switches_to_minsr(tmp_path):
     assert max(lrs[:2]) <= 0.01 and lrs[2] == pytest.approx(0.05)
 
 
+def test_a_run_within_the_adamw_phase_extends_into_minsr(tmp_path, caplog):
+    """A run no longer than adamw_steps is AdamW throughout (and says so); --extend past the
+    phase continues it with minSR from the same checkpoint."""
+    short = config_from_dict({**TWO_PHASE, "optim": {**TWO_PHASE["optim"], "steps": 2, "adamw_steps": 4}})
+    with caplog.at_level("WARNING"):
+        run(short, tmp_path / "out", progress=False)
+    assert "all 2 steps are AdamW" in caplog.text
+    longer = short.replace("optim", steps=6)
+    run(longer, tmp_path / "out", resume=True, extend=True, progress=False)
+    rows = list(csv.DictReader((tmp_path / "out" / "metrics.csv").open()))
+    assert [r["method"] for r in rows] == ["adamw"] * 4 + ["minsr"] * 2
+
+
 def test_resume_reads_the_saved_hamiltonian(tmp_path):
     """A resumed run trains on the integrals saved in its folder, not on a fresh PySCF build."""
     config = config_from_dict(TINY)

@@ -189,7 +189,7 @@ def test_h2_vmc_reaches_1_mha(h2):
     model = make_model(2, 1, 1, seed=0, dtype="float64", d_model=16, n_layers=2, n_heads=2, phase_hidden=(16,))
     pretrain_hf(model, hf(2, 1, 1), 0.9)
     optim = OptimConfig(steps=150, lr=0.01, warmup=10, weights="psi2", method="adamw")
-    trainer = Trainer(model, h2, optim, SamplerConfig(n_samples=10_000), seed=0)
+    trainer = Trainer(model, h2, optim, SamplerConfig(n_samples=10_000, unique_window=()), seed=0)
     for _ in range(optim.steps):
         trainer.train_step()
     fci = ground_state_energy(h2)
