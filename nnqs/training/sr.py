@@ -56,7 +56,7 @@ def minsr_direction(
 
     The Gram matrix and the products with ``Ot`` run in the Jacobian's dtype (bfloat16 is
     promoted to float32), the solve in float64: a float64 network gets the docstring's formula to rounding, a float32 one half the
-    cost at a relative difference of about 1e-4 (``experiments/bench_minsr.py``), far below the
+    cost at a relative difference of 1e-4 to 1e-3 (``experiments/bench_minsr.py``), far below the
     direction's sampling noise.
 
     Args:
