@@ -76,14 +76,15 @@ def folder_state(config: RunConfig, folder: Path) -> str:
 
 def run_one(config: RunConfig, folder: str, state: str) -> dict:
     """One molecule in its own process: read a finished run back, resume an interrupted one,
-    start a new one (``state`` from :func:`folder_state`; ``"other"`` is replaced)."""
+    start a new one (``state`` from :func:`folder_state`; ``"other"`` is replaced, and so is
+    what a run that failed before its first checkpoint left)."""
     from nnqs.app.run import run
 
-    logging.basicConfig(level=logging.INFO, format=f"{config.molecule.name}: %(message)s")
+    logging.basicConfig(level=logging.INFO, format=f"{config.molecule.name}: %(message)s", force=True)
     path = Path(folder)
     if state == "done":
         return json.loads((path / "result.json").read_text())
-    return run(config, path, resume=state == "resume", overwrite=state == "other", progress=False)
+    return run(config, path, resume=state == "resume", overwrite=state in ("other", "new"), progress=False)
 
 
 def row_of(name: str, kind: str, result: dict) -> dict:
@@ -172,11 +173,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
         futures = {pool.submit(run_one, configs[n], str(out / n), states[n]): n for n in names}
         for future in as_completed(futures):
             name = futures[future]
-            rows[name] = row_of(name, molecules[name][0], future.result())
+            try:
+                result = future.result()
+            except Exception as error:  # one molecule's failure does not lose the others' rows
+                logging.error("%s: failed: %s: %s", name, type(error).__name__, error)
+                continue
+            rows[name] = row_of(name, molecules[name][0], result)
             logging.info("%s: %.3f mHa above FCI in %.1f min", name, rows[name]["nnqs_error_mha"],
                          rows[name]["wall_minutes"])
             write_outputs(out, list(rows.values()))
-    return [rows[n] for n in names]
+    return [rows[n] for n in names if n in rows]
 
 
 if __name__ == "__main__":

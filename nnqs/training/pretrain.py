@@ -18,7 +18,7 @@ import logging
 
 import torch
 
-from hamiltonians.ci import CIState, casci, cisd, cisd_cas
+from hamiltonians.ci import CIState, cas_window, casci, cisd, cisd_cas
 from nnqs.training.settings import OptimConfig
 from nnqs.wavefunction.tokens import occupations_to_tokens
 
@@ -94,9 +94,16 @@ AUTO_CAS = (6, 6)
 def _auto_cas(H, settings: OptimConfig) -> tuple[int, int]:
     if settings.pretrain_cas:
         return tuple(settings.pretrain_cas)
-    n_active = min(AUTO_CAS[1], H.n_orbitals)
-    n_electrons = min(AUTO_CAS[0], H.n_alpha + H.n_beta, 2 * n_active)
-    return n_electrons, n_active
+    # The largest window up to AUTO_CAS that fits: fewer orbitals where there are too few above
+    # the Fermi level (H2O / STO-3G has 2 virtuals), one electron fewer for an odd count.
+    for n_active in range(min(AUTO_CAS[1], H.n_orbitals), 0, -1):
+        for n_electrons in range(min(AUTO_CAS[0], H.n_alpha + H.n_beta, 2 * n_active), 0, -1):
+            try:
+                cas_window(H.n_orbitals, H.n_alpha, H.n_beta, n_electrons, n_active)
+            except ValueError:
+                continue
+            return n_electrons, n_active
+    raise ValueError(f"no active space fits ({H.n_alpha}, {H.n_beta}) electrons in {H.n_orbitals} orbitals")
 
 
 def start_state(H, settings: OptimConfig, *, hf_occupation: torch.Tensor, order: list[int]) -> CIState:

@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from hamiltonians import from_pyscf
@@ -55,3 +56,21 @@ def test_auto_start_picks_cisd_or_cisd_cas_by_the_hf_weight(caplog):
         assert state.energy <= plain.energy + 1e-12  # the union is never above CISD
         if expect == "CISD+CAS":
             assert state.energy < plain.energy - 1e-3 and state.dets.shape[0] > plain.dets.shape[0]
+
+
+@pytest.mark.parametrize("geometry, spin, cas, gain", [
+    ("O 0 0 0; H 0 1.5266 -1.1826; H 0 -1.5266 -1.1826", 0, (6, 5), 1e-3),  # 2 virtuals: CAS(6, 6) does not fit
+    ("O 0 0 0; H 0 0 1.8", 1, (5, 4), 0.0),        # OH doublet: odd count, 2 virtuals (CAS(5, 4) lies in CISD)
+])
+def test_auto_start_fits_its_active_space_to_the_molecule(geometry, spin, cas, gain, caplog):
+    import logging
+
+    from nnqs.training.pretrain import start_state
+    from nnqs.training.settings import OptimConfig
+
+    H = from_pyscf(geometry, "sto-3g", spin=spin)
+    with caplog.at_level(logging.INFO, logger="nnqs.training.pretrain"):
+        state = start_state(H, OptimConfig(pretrain="auto"), hf_occupation=H.hf_occupation(),
+                            order=list(range(H.n_orbitals)))
+    assert f"CISD+CAS{cas}" in caplog.text
+    assert state.energy <= cisd(H).energy - gain + 1e-12
