@@ -11,7 +11,11 @@ weight. The reported uncertainty is a fifth of the extrapolation distance (the c
 thumb, e.g. Olivares-Amaya et al., J. Chem. Phys. 142, 034102 (2015)).
 
 The Hamiltonian is solved in its own ``(n_alpha, n_beta)`` sector with ``SZ`` symmetry (the
-same space as :mod:`hamiltonians.exact` and the network), over its integrals as they are:
+same space as :mod:`hamiltonians.exact` and the network), or with ``symmetry = "su2"`` in the
+spin-adapted space of ``S = (n_alpha - n_beta) / 2``: the same energy whenever the sector's
+ground state has that spin (every closed-shell molecule here), with a bond dimension that
+counts spin multiplets rather than states (so a given ``M`` holds more of the state). Either
+way over the integrals as they are:
 ``h1`` and chemists' ``(pq|rs)``, constant included; the orbitals are reordered for the MPS
 by ``block2``'s Fiedler ordering, which does not change the energy.
 """
@@ -93,6 +97,7 @@ def dmrg_energy(
     threads: int | None = None,
     memory_gib: float = 2.0,
     scratch: str | None = None,
+    symmetry: str = "sz",
 ) -> DMRGResult:
     """The DMRG ground-state energy of ``H`` in its ``(n_alpha, n_beta)`` sector.
 
@@ -102,6 +107,8 @@ def dmrg_energy(
         threads: OpenMP threads for block2 (default: its own choice).
         memory_gib: block2's stack memory.
         scratch: a folder for block2's files (default: a temporary folder, removed after).
+        symmetry: ``"sz"`` (the ``(n_alpha, n_beta)`` sector) or ``"su2"`` (spin
+            ``S = (n_alpha - n_beta) / 2``; see the module docstring).
 
     Raises:
         ImportError: block2 is not installed (``pip install 'nnqs[dmrg]'``).
@@ -110,6 +117,8 @@ def dmrg_energy(
         from pyblock2.driver.core import DMRGDriver, SymmetryTypes
     except ImportError as exc:
         raise ImportError("DMRG references need block2: pip install 'nnqs[dmrg]'") from exc
+    if symmetry not in ("sz", "su2"):
+        raise ValueError(f"symmetry must be 'sz' or 'su2', got {symmetry!r}")
     bond_dims = tuple(int(m) for m in bond_dims)
     if not bond_dims or any(m < 1 for m in bond_dims) or list(bond_dims) != sorted(bond_dims):
         raise ValueError(f"bond_dims must be positive and increasing, got {list(bond_dims)}")
@@ -120,7 +129,8 @@ def dmrg_energy(
     noises = [n if m == bond_dims[0] else 0.0 for m in bond_dims for n in noises]
     thresholds = [1e-7] * len(schedule)
     with tempfile.TemporaryDirectory(prefix="nnqs-dmrg-", dir=scratch) as tmp:
-        driver = DMRGDriver(scratch=tmp, symm_type=SymmetryTypes.SZ, n_threads=threads,
+        symm_type = SymmetryTypes.SZ if symmetry == "sz" else SymmetryTypes.SU2
+        driver = DMRGDriver(scratch=tmp, symm_type=symm_type, n_threads=threads,
                             stack_mem=int(memory_gib * 2**30))
         driver.initialize_system(n_sites=H.n_orbitals, n_elec=H.n_electrons, spin=H.n_alpha - H.n_beta)
         h1 = H.h1.detach().cpu().double().numpy()
@@ -139,5 +149,6 @@ def dmrg_energy(
     es = tuple(last[m][1] for m in ms)
     energy, uncertainty, points = extrapolate(dws, es)
     result = DMRGResult(energy, uncertainty, float(min(es)), ms, dws, es, points)
-    logger.info("DMRG: E(M=%d) = %.8f, extrapolated %.8f +- %.2g Ha", ms[-1], es[-1], energy, uncertainty)
+    logger.info("DMRG (%s): E(M=%d) = %.8f, extrapolated %.8f +- %.2g Ha", symmetry.upper(), ms[-1], es[-1],
+                energy, uncertainty)
     return result

@@ -34,6 +34,17 @@ def test_dmrg_equals_fci_and_is_cached(molecules, tmp_path):
     assert any("dmrg" in entry["details"] for entry in saved.values())
 
 
+@pytest.mark.skipif(not dmrg_available(), reason="block2 not installed")
+def test_spin_adapted_dmrg_equals_fci(molecules):
+    """SU2 DMRG of a singlet (H2O / STO-3G) reaches the FCI energy of its (n_alpha, n_beta) sector."""
+    H = molecules("H2O")
+    fci = ground_state_energy(H)
+    su2 = dmrg_energy(H, bond_dims=(10, 20, 40), threads=1, symmetry="su2")
+    assert abs(su2.energy - fci) < 1e-6 and su2.variational >= fci - 1e-9
+    with pytest.raises(ValueError, match="symmetry"):
+        dmrg_energy(H, symmetry="u1")
+
+
 def test_without_block2_the_reference_is_a_note_and_not_cached(molecules, tmp_path, monkeypatch):
     H = molecules("H2")
     monkeypatch.setattr(dmrg_module, "dmrg_available", lambda: False)
