@@ -54,6 +54,7 @@ class DMRGResult:
         variational: the lowest sweep energy (at the largest ``M``), an upper bound.
         bond_dims, discarded_weights, energies: the last sweep at each bond dimension.
         fit_points: how many of the largest ``M`` entered the linear fit.
+        symmetry: ``"sz"`` or ``"su2"`` (see :func:`dmrg_energy`).
     """
 
     energy: float
@@ -63,6 +64,7 @@ class DMRGResult:
     discarded_weights: tuple[float, ...]
     energies: tuple[float, ...]
     fit_points: int
+    symmetry: str = "sz"
 
     def to_dict(self) -> dict:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
@@ -148,7 +150,7 @@ def dmrg_energy(
     dws = tuple(last[m][0] for m in ms)
     es = tuple(last[m][1] for m in ms)
     energy, uncertainty, points = extrapolate(dws, es)
-    result = DMRGResult(energy, uncertainty, float(min(es)), ms, dws, es, points)
+    result = DMRGResult(energy, uncertainty, float(min(es)), ms, dws, es, points, symmetry)
     logger.info("DMRG (%s): E(M=%d) = %.8f, extrapolated %.8f +- %.2g Ha", symmetry.upper(), ms[-1], es[-1],
                 energy, uncertainty)
     return result

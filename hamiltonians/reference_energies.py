@@ -99,14 +99,14 @@ def _scf_object(H):
     return mf
 
 
-def _compute_dmrg(H, out, notes, details):
+def _compute_dmrg(H, out, notes, details, options):
     from hamiltonians.dmrg import dmrg_available, dmrg_energy
 
     if not dmrg_available():
         notes["dmrg"] = "block2 is not installed (pip install 'nnqs[dmrg]')"
         return
     try:
-        result = dmrg_energy(H)
+        result = dmrg_energy(H, **options)
     except Exception as exc:  # noqa: BLE001 - a reference that failed is reported, not fatal
         notes["dmrg"] = f"DMRG failed: {type(exc).__name__}: {exc}"
         return
@@ -134,10 +134,10 @@ def _compute_without_pyscf(H, methods, fci_max_determinants, out, notes, details
     return out, notes, details
 
 
-def _compute(H, methods, fci_max_determinants):
+def _compute(H, methods, fci_max_determinants, dmrg_options):
     out, notes, details = {}, {}, {}
     if "dmrg" in methods:
-        _compute_dmrg(H, out, notes, details)
+        _compute_dmrg(H, out, notes, details, dmrg_options)
         methods = [m for m in methods if m != "dmrg"]
     if not methods:
         return out, notes, details
@@ -190,10 +190,10 @@ def _compute(H, methods, fci_max_determinants):
     return out, notes, details
 
 
-def _compute_and_cache(H, todo, fci_max_determinants, key, entry, cache_path) -> dict:
+def _compute_and_cache(H, todo, fci_max_determinants, key, entry, cache_path, dmrg_options) -> dict:
     """Compute ``todo`` into the cache ``entry`` and write it (best effort); return the entry."""
     logger.info("computing reference energies %s for %s", todo, key[:80])
-    energies, notes, details = _compute(H, todo, fci_max_determinants)
+    energies, notes, details = _compute(H, todo, fci_max_determinants, dmrg_options)
     for m in todo:
         entry["energies"][m] = energies.get(m)
         if m in notes:
@@ -223,6 +223,7 @@ def reference_energies(
     cache_path: str | os.PathLike | None | bool = None,
     fci_max_determinants: int = 10_000_000,
     recompute: bool = False,
+    dmrg_options: dict | None = None,
 ) -> dict:
     """Reference energies of a Hamiltonian (Hartree), computed on demand and cached.
 
@@ -233,6 +234,9 @@ def reference_energies(
         methods: subset of ``("hf", "ccsd", "ccsd_t", "fci", "dmrg")``; ``dmrg`` (block2,
             see :mod:`hamiltonians.dmrg`) is the extrapolated energy.
         cache_path: JSON cache file; ``None`` -> :func:`default_cache_path`; ``False`` -> none.
+        recompute: compute ``methods`` again even if cached.
+        dmrg_options: keyword arguments of :func:`hamiltonians.dmrg.dmrg_energy` (``bond_dims``,
+            ``symmetry``, ``threads``, ...) for a DMRG computed now; the cached result records them.
     Returns:
         ``{method: float | None, ..., "notes": {method: reason}, "details": {method: dict}}``;
         ``hf`` is the energy of the HF determinant (lowest n_alpha/n_beta orbitals) of ``H``;
@@ -260,7 +264,7 @@ def reference_energies(
     # the quick methods first, then DMRG (minutes to hours), each batch cached as it finishes
     for batch in ([m for m in todo if m != "dmrg"], [m for m in todo if m == "dmrg"]):
         if batch:
-            entry = _compute_and_cache(H, batch, fci_max_determinants, key, entry, cache_path)
+            entry = _compute_and_cache(H, batch, fci_max_determinants, key, entry, cache_path, dmrg_options or {})
     result = {m: entry["energies"].get(m) for m in methods}
     result["notes"] = {m: entry["notes"][m] for m in methods if m in entry["notes"]}
     result["details"] = {m: entry["details"][m] for m in methods if m in entry["details"]}
