@@ -68,8 +68,8 @@ def time_points(comm, system, points: list[dict], warmup: int, steps: int) -> li
     for point in points:
         model = build_model(point["model_config"], system)
         model.load_state_dict(point["weights"])
-        trainer = Trainer(model, system.hamiltonian, point["optim"], SamplerConfig(n_samples=point["n_samples"], unique_window=()),
-                          seed=1, comm=comm)
+        sampler = SamplerConfig(n_samples=point["n_samples"], unique_window=())   # the calibrated, fixed n_samples
+        trainer = Trainer(model, system.hamiltonian, point["optim"], sampler, seed=1, comm=comm)
         before = copy.deepcopy(trainer.state_dict())
         records = []
         for i in range(warmup + steps):

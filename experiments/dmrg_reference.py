@@ -13,6 +13,7 @@ Writes the result (energies, discarded weights, extrapolation, wall time) to ``-
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -20,14 +21,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from hamiltonians import from_pyscf, reference_energies  # noqa: E402
+from hamiltonians import FCIDUMPError, reference_energies  # noqa: E402
 from nnqs.app.io import write_json  # noqa: E402
 from nnqs.app.runconfig import ConfigError, load_config  # noqa: E402
+from nnqs.app.system import build_system  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("config", help="a run config with a PySCF [molecule] (geometry and basis)")
+    parser.add_argument("config", help="a run config (PySCF geometry or FCIDUMP)")
     parser.add_argument("--symmetry", choices=("sz", "su2"), default="su2")
     parser.add_argument("--bond-dims", default="250,500,750", help="increasing bond dimensions M")
     parser.add_argument("--sweeps", type=int, default=4, help="sweeps per bond dimension")
@@ -44,10 +46,10 @@ def main(argv: list[str] | None = None) -> dict:
         bond_dims = tuple(int(m) for m in args.bond_dims.split(","))
     except ValueError:
         parser.error(f"--bond-dims: {args.bond_dims!r} is not a comma-separated list of integers")
-    if molecule.fcidump:
-        parser.error("the config's [molecule] is an FCIDUMP; this script needs a geometry and basis")
-    H = from_pyscf(molecule.geometry, molecule.basis, charge=molecule.charge, spin=molecule.spin,
-                   frozen_core=molecule.frozen_core, active_space=tuple(molecule.active_space) or None)
+    try:  # the integrals nnqs run takes its references from: before its orbital order is applied
+        H = build_system(dataclasses.replace(molecule, orbital_order="given"), references=False).hamiltonian
+    except (ConfigError, FCIDUMPError) as error:
+        parser.error(str(error))
     options = {"symmetry": args.symmetry, "bond_dims": bond_dims, "sweeps_per_bond_dim": args.sweeps,
                "threads": args.threads}
     start = time.perf_counter()

@@ -1,8 +1,8 @@
 """N2 / STO-3G dissociation curve: NNQS against HF, CCSD(T) and FCI.
 
 Runs VMC at each bond length (default 8 points from 0.8 to 2.5 A) with the settings of
-``experiments/configs/n2.toml`` (``--defaults``: the default recipe); every geometry after the first starts from the previous one's
-trained network (a warm start). Writes ``dissociation.json`` and ``dissociation.png`` into
+``experiments/configs/n2.toml`` (``--defaults``: the default recipe); every geometry after the
+first starts from the previous one's trained network (a warm start). Writes ``dissociation.json`` and ``dissociation.png`` into
 ``--out`` and one ``nnqs run`` output folder per geometry.
 
     python experiments/n2_dissociation.py --out runs/n2_dissociation [--defaults] [--steps 400 --adamw-steps 200] [--points 8]
@@ -23,9 +23,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from experiments.molecule_set import default_config  # noqa: E402
 from nnqs.app.run import run  # noqa: E402
 from nnqs.app.io import atomic_write, load_checkpoint, write_json  # noqa: E402
-from experiments.molecule_set import default_config  # noqa: E402
 from nnqs.app.runconfig import ConfigError, load_config  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parent / "configs" / "n2.toml"

@@ -55,9 +55,9 @@ def minsr_direction(
     """The minSR update direction ``d`` ``[P]`` and the plain energy gradient ``[P]`` (float64).
 
     The Gram matrix and the products with ``Ot`` run in the Jacobian's dtype (bfloat16 is
-    promoted to float32), the solve in float64: a float64 network gets the docstring's formula to rounding, a float32 one half the
-    cost at a relative difference of 1e-4 to 1e-3 (``experiments/bench_minsr.py``), far below the
-    direction's sampling noise.
+    promoted to float32), the centring and the solve in float64: a float64 network gets the
+    docstring's formula to rounding, a float32 one about half the cost at a relative difference
+    of 1e-4 to 1e-3 (``experiments/bench_minsr.py``), far below the direction's sampling noise.
 
     Args:
         jacobian: ``[U, 2, P]`` from :func:`log_psi_jacobian`.
@@ -78,6 +78,7 @@ def minsr_direction(
     # The amplitude (real part) and the phase (imaginary part) come from separate networks, so
     # each half of Ot is zero on the other network's columns: keep only the columns it touches.
     cols = [comm.all_reduce((jacobian[:, k] != 0).any(dim=0), "max") for k in (0, 1)]
+    # Centred in float64 (a column's mean can dwarf its spread), then multiplied in ``work``.
     blocks = [_centred(jacobian[:, k][:, cols[k]], w, sw, comm).to(work) for k in (0, 1)]   # [U, P_k] each
     t = sample_space_gram(blocks, cols, comm).to(torch.float64)
     t.diagonal().add_(shift)
@@ -116,9 +117,9 @@ def sample_space_gram(blocks: list[torch.Tensor], cols: list[torch.Tensor], comm
             ordered real parts (rank 0, 1, ...), then imaginary parts. Each rank computes its
             own rows of the matrix against every rank's blocks, which arrive one rank at a time
             by broadcast, and the rows are then gathered. Memory per rank: its blocks, one other
-            rank's blocks, and the ``[2U, 2U]`` matrix (in the blocks' dtype; float64 for the solve) about three times over at the peak
-            (the gathered rows, padded to the largest rank's; their concatenation; the solve's
-            copy on rank 0).
+            rank's blocks, and the ``[2U, 2U]`` matrix (in the blocks' dtype; float64 for the
+            solve) about three times over at the peak (the gathered rows, padded to the largest
+            rank's; their concatenation; the solve's copy on rank 0).
     """
     re, im = blocks
     u = re.shape[0]
