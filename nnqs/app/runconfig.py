@@ -54,7 +54,8 @@ class MoleculeConfig:
             Fermi level first, HOMO/LUMO last; see :func:`nnqs.app.system.resolve_order`) or a
             permutation (list of spatial orbital indices): the autoregressive order of the orbitals.
         dmrg: beyond FCI (more than 1e7 determinants), compute a DMRG reference with block2
-            (minutes; cached); ``false`` skips it.
+            (minutes to hours; cached); ``false`` computes none but still reports one already in
+            the cache (e.g. from ``experiments/dmrg_reference.py``).
     """
 
     name: str = "molecule"

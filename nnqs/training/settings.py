@@ -99,6 +99,18 @@ class OptimConfig:
             default 3e-3 biased the energy by at most 0.008 mHa on N2/STO-3G and H2O/6-31G
             (both orbital orders, CISD-fitted networks, against exact mode on the same
             samples), where 1e-2 reached 0.25 mHa (``experiments/bench_connected.py``).
+        coarse_steps: the first this many steps estimate local energies the cheap way,
+            ``coarse_local_energy`` (``"sampled"``: only ``x'`` among the samples, no amplitude
+            of any other configuration; or ``"truncated"`` at ``coarse_threshold``), and the
+            rest, like the final evaluation, with ``local_energy`` / ``local_energy_threshold``.
+            Beyond exact diagonalisation the amplitudes of connected ``x'`` outside the samples
+            are nearly all of a step's cost (H2O / 6-31G: 5-15 s a step against under 1 s
+            sampled); a network tens of mHa from converged gains nothing from a local energy
+            biased by less than a mHa, so the cheap steps buy many more of them. With sampled
+            local energies and ``psi2`` weights the estimate is the variational energy of the
+            state projected on the sampled configurations (an upper bound, as in a selected CI).
+            See :func:`local_energy_at`; 0 = the fine mode throughout.
+        coarse_local_energy, coarse_threshold: the coarse phase's mode and threshold.
         amplitudes: amplitudes of connected configurations outside the samples: ``"full"``
             (a full pass each, in chunks of 1024) or ``"cache"`` (decoded from the samples' KV
             cache from the first changed orbital on); the same numbers either way. ``"full"`` is
@@ -132,6 +144,9 @@ class OptimConfig:
     pretrain_min_fidelity: float = 0.5
     local_energy: str = "truncated"
     local_energy_threshold: float = 3e-3
+    coarse_steps: int = 0
+    coarse_local_energy: str = "sampled"
+    coarse_threshold: float = 3e-2
     amplitudes: str = "full"
     weights: str = "counts"
     stop_window: int = 0
@@ -143,6 +158,11 @@ class OptimConfig:
                              f"lr {self.lr}, warmup {self.warmup}")
         if self.local_energy not in ("exact", "truncated", "sampled"):
             raise ValueError(f"local_energy must be 'exact', 'truncated' or 'sampled', got {self.local_energy!r}")
+        if self.coarse_local_energy not in ("truncated", "sampled"):
+            raise ValueError(f"coarse_local_energy must be 'truncated' or 'sampled', got {self.coarse_local_energy!r}")
+        if self.coarse_steps < 0 or not self.coarse_threshold >= 0:
+            raise ValueError(f"coarse_steps ({self.coarse_steps}) and coarse_threshold ({self.coarse_threshold}) "
+                             "must be >= 0")
         if not self.local_energy_threshold >= 0:
             raise ValueError(f"local_energy_threshold must be >= 0, got {self.local_energy_threshold}")
         if self.amplitudes not in ("cache", "full"):
@@ -176,3 +196,11 @@ class OptimConfig:
         """The number of AdamW steps the run begins with: every step with ``method = "adamw"``,
         else ``min(adamw_steps, steps)``; minSR takes the rest."""
         return self.steps if self.method == "adamw" else min(self.adamw_steps, self.steps)
+
+    def local_energy_at(self, step: int | None) -> tuple[str, float]:
+        """``(mode, threshold)`` of the local energies of ``step``: the coarse ones for the first
+        ``coarse_steps`` steps, else (and for ``step = None``, the final evaluation) the fine
+        ``local_energy`` at ``local_energy_threshold``."""
+        if step is not None and step < self.coarse_steps:
+            return self.coarse_local_energy, self.coarse_threshold
+        return self.local_energy, self.local_energy_threshold

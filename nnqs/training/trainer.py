@@ -172,15 +172,17 @@ class Trainer:
         shared = self.comm.broadcast_object(tuple(t.cpu() for t in top))
         return Frontier(*(t.to(self.model.device) for t in shared))
 
-    def evaluate(self, batch: SampleBatch) -> Evaluation:
+    def evaluate(self, batch: SampleBatch, step: int | None = None) -> Evaluation:
         """log psi (with grad), E_loc, weights and the energy estimate of a sample batch (with
-        several ranks: this rank's samples, the estimate over all of them)."""
+        several ranks: this rank's samples, the estimate over all of them). Local energies in
+        the mode of training step ``step`` (``None``: the fine mode of the final evaluation;
+        see :meth:`OptimConfig.local_energy_at`)."""
         log_psi = self.model.log_psi(batch.tokens)
         start = time.perf_counter()
         cfg = self.optim_cfg
-        result = evaluate_local_energies(self.model, self.H, batch.tokens, log_psi, cfg.local_energy,
-                                         threshold=cfg.local_energy_threshold, amplitudes=cfg.amplitudes,
-                                         comm=self.comm)
+        mode, threshold = cfg.local_energy_at(step)
+        result = evaluate_local_energies(self.model, self.H, batch.tokens, log_psi, mode, threshold=threshold,
+                                         amplitudes=cfg.amplitudes, comm=self.comm)
         seconds = time.perf_counter() - start
         weights = sample_weights(batch, cfg.weights, self.comm).to(result.e_loc.device)
         estimate = estimate_energy(result.e_loc, weights, batch.n_samples, self.comm)
@@ -233,7 +235,7 @@ class Trainer:
         the energy gradient (``"adamw"``) or the minSR direction (``"minsr"``), summed over the
         ranks' samples, so the same on every rank. Returns the evaluation and a scalar that is
         finite when the update is (the loss, or the gradient's norm for minSR)."""
-        evaluation = self.evaluate(batch)
+        evaluation = self.evaluate(batch, self.step)
         log_psi, e_loc, weights = evaluation.log_psi, evaluation.e_loc, evaluation.weights
         if method == "minsr":
             return evaluation, self._minsr_gradient(batch.tokens, e_loc, weights)

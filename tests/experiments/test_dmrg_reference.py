@@ -1,5 +1,6 @@
 """experiments/dmrg_reference.py: a spin-adapted DMRG reference, cached where nnqs run finds it."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -9,6 +10,8 @@ from experiments import dmrg_reference
 from hamiltonians import from_pyscf, reference_energies
 from hamiltonians.dmrg import dmrg_available
 from hamiltonians.exact import ground_state_energy
+from nnqs.app.runconfig import load_config
+from nnqs.app.system import build_system
 
 H2O = Path(__file__).resolve().parents[2] / "experiments" / "configs" / "h2o.toml"
 
@@ -25,6 +28,12 @@ def test_su2_reference_equals_fci_and_is_cached(tmp_path, monkeypatch):
     # The run's own lookup finds it (no second DMRG: the cached schedule is this one).
     cached = reference_energies(H, ("dmrg",))
     assert cached["details"]["dmrg"]["bond_dims"] == [10, 20, 40]
+    # A run beyond FCI with dmrg = false reports it without computing one; none cached, none reported.
+    molecule = dataclasses.replace(load_config(H2O).molecule, dmrg=False)
+    refs = build_system(molecule, fci_max_determinants=100).references
+    assert refs["dmrg"] == result["dmrg"] and refs["fci"] is None
+    monkeypatch.setenv("NNQS_REFERENCE_CACHE", str(tmp_path / "empty.json"))
+    assert "dmrg" not in build_system(molecule, fci_max_determinants=100).references
 
 
 def test_a_bad_bond_dimension_list_is_a_one_line_error(tmp_path, capsys):

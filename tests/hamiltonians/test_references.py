@@ -50,6 +50,20 @@ def test_spec_dict_and_bad_method(tmp_path):
         reference_energies(spec, methods=("mp2",), cache_path=False)
 
 
+def test_cached_methods_are_reported_but_never_computed(tmp_path):
+    spec = {"geometry": GEOMETRIES["H2"], "basis": "sto-3g"}
+    path = tmp_path / "r.json"
+    refs = reference_energies(spec, methods=("hf",), cache_path=path, cached=("dmrg",))
+    assert set(refs) == {"hf", "notes", "details"}  # nothing cached: no DMRG run, no entry
+    data = json.loads(path.read_text())
+    key = next(iter(data))
+    data[key]["energies"]["dmrg"] = -1.5  # as if experiments/dmrg_reference.py had run
+    data[key]["details"]["dmrg"] = {"bond_dims": [10]}
+    path.write_text(json.dumps(data))
+    refs = reference_energies(spec, methods=("hf",), cache_path=path, cached=("dmrg",))
+    assert refs["dmrg"] == -1.5 and refs["details"]["dmrg"] == {"bond_dims": [10]}
+
+
 def test_unknown_elements_and_atoms_too_close(caplog):
     import logging
 

@@ -197,3 +197,41 @@ def test_h2_vmc_reaches_1_mha(h2):
     assert energy >= fci - 1e-10  # variational
     assert energy - fci < 1e-3, f"{1e3 * (energy - fci):.3f} mHa from FCI"
     assert math.isfinite(energy)
+
+
+def test_coarse_phase_schedule_and_validation():
+    cfg = OptimConfig(steps=10, coarse_steps=3, local_energy="truncated", local_energy_threshold=1e-3)
+    assert [cfg.local_energy_at(s) for s in (0, 2)] == [("sampled", 3e-2)] * 2
+    assert [cfg.local_energy_at(s) for s in (3, 9, 10, None)] == [("truncated", 1e-3)] * 4
+    coarse_truncated = OptimConfig(coarse_steps=5, coarse_local_energy="truncated", coarse_threshold=0.1)
+    assert coarse_truncated.local_energy_at(4) == ("truncated", 0.1)
+    assert coarse_truncated.local_energy_at(None) == ("truncated", 3e-3)
+    assert OptimConfig().local_energy_at(0) == ("truncated", 3e-3)  # no coarse phase by default
+    with pytest.raises(ValueError, match="coarse_local_energy"):
+        OptimConfig(coarse_local_energy="exact")
+    with pytest.raises(ValueError, match="coarse_steps"):
+        OptimConfig(coarse_steps=-1)
+
+
+def test_coarse_steps_use_sampled_local_energies_then_the_fine_mode():
+    """The first ``coarse_steps`` steps evaluate no amplitude outside the samples; their energy is
+    the sampled-mode estimate and the later steps' the exact-mode one, on the same samples."""
+    from nnqs.training.estimators import evaluate_local_energies
+
+    H = random_hamiltonian(5, 2, 2, seed=3)  # 100 determinants, more than the 30 draws reach
+    model = make_model(5, 2, 2, seed=1)
+    optim = OptimConfig(steps=4, method="adamw", lr=1e-3, warmup=0, coarse_steps=2, local_energy="exact")
+    trainer = Trainer(model, H, optim, SamplerConfig(n_samples=30, unique_window=()), seed=0)
+    records = [trainer.train_step() for _ in range(4)]
+    assert [r.n_amplitudes > 0 for r in records] == [False, False, True, True]
+    assert [r.kept_fraction < 1 for r in records] == [True, True, False, False]
+    batch = trainer.sample(30)
+    with torch.no_grad():
+        log_psi = model.log_psi(batch.tokens)
+        for step, mode in ((0, "sampled"), (1, "sampled"), (2, "exact"), (None, "exact")):
+            got = trainer.evaluate(batch, step).e_loc
+            want = evaluate_local_energies(model, H, batch.tokens, log_psi, mode).e_loc
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+        sampled = trainer.evaluate(batch, 0).estimate.energy
+        exact = trainer.evaluate(batch, None).estimate.energy
+    assert abs(sampled - exact) > 1e-3  # the two modes differ here, so the checks above can fail
