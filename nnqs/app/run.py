@@ -225,7 +225,9 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
         result["variance_extrapolation"] = variance_extrapolation(metrics.column("energy"), metrics.column("variance"))
         write_json(out / "result.json", result)
         steps, energies = metrics.energies()
-        plot_convergence(out / "convergence.png", steps, energies, refs, f"{config.molecule.name}: NNQS VMC")
+        plot_convergence(out / "convergence.png", steps, energies, refs, f"{config.molecule.name}: NNQS VMC",
+                         coarse_steps=min(config.optim.coarse_steps, trainer.step),
+                         final=(trainer.step, result["energy"], f"final ({config.optim.local_energy})"))
     return result
 
 

@@ -46,8 +46,19 @@ TWO_PHASE = {**TINY, "optim": {"steps": 6, "lr": 0.05, "warmup": 1, "method": "m
                                 "adamw_lr": 0.01}}
 
 
-@pytest.mark.parametrize("settings, stop", [(TINY, 3), (TWO_PHASE, 1), (TWO_PHASE, 3)],
-                         ids=["adamw", "inside-the-adamw-phase", "inside-the-minsr-phase"])
+COARSE = {**TINY, "optim": {**TINY["optim"], "coarse_steps": 3}}
+
+
+def test_a_coarse_phase_evaluates_no_outside_amplitude_and_is_drawn(tmp_path):
+    result = run(config_from_dict(COARSE), tmp_path / "out", progress=False)
+    rows = list(csv.DictReader((tmp_path / "out" / "metrics.csv").open()))
+    assert [int(r["n_amplitudes"]) > 0 for r in rows] == [False] * 3 + [True] * 3  # 2-3 of H2's 4 sampled
+    assert result["local_energy"] == "truncated" and result["truncation_bias_mha"] == pytest.approx(0, abs=1e-9)
+    assert (tmp_path / "out" / "convergence.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("settings, stop", [(TINY, 3), (TWO_PHASE, 1), (TWO_PHASE, 3), (COARSE, 2)],
+                         ids=["adamw", "inside-the-adamw-phase", "inside-the-minsr-phase", "inside-the-coarse-phase"])
 def test_resume_equals_uninterrupted_run(tmp_path, settings, stop):
     config = config_from_dict(settings)
     full = run(config, tmp_path / "full", progress=False)
