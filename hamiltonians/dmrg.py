@@ -4,10 +4,11 @@
 DMRG code; it is an optional extra (``pip install 'nnqs[dmrg]'``) and imported only here.
 
 The protocol is the usual one for a reference energy: sweeps at increasing bond dimensions
-``M`` (noise in the first sweeps only, none in the last sweeps at each ``M``), the energy and
+``M`` (noise in the first half of the sweeps at each ``M``, none in the last half), the energy and
 the largest discarded weight of the last sweep at each ``M``, and a linear fit of ``E``
 against the discarded weight over the largest ``M`` values, extrapolated to zero discarded
-weight. The reported uncertainty is a fifth of the extrapolation distance (the common rule of
+weight; a bond dimension whose last sweep ended above the HF energy (trapped) is left out. The
+reported uncertainty is a fifth of the extrapolation distance (the common rule of
 thumb, e.g. Olivares-Amaya et al., J. Chem. Phys. 142, 034102 (2015)).
 
 The Hamiltonian is solved in its own ``(n_alpha, n_beta)`` sector with ``SZ`` symmetry (the
@@ -91,6 +92,20 @@ def extrapolate(discarded_weights, energies, fit_points: int = 3) -> tuple[float
     return intercept, abs(best - intercept) / 5, int(dw.size)
 
 
+def untrapped_bond_dims(last: dict, hf_energy: float) -> tuple[int, ...]:
+    """The bond dimensions (increasing) whose last sweep ended below ``hf_energy``.
+
+    ``last`` maps ``M`` to ``(discarded weight, energy)``. An MPS above the HF energy is not in
+    the ground state's basin (trapped sweeps), so its point would bend the extrapolation; it is
+    left out with a warning. If every ``M`` is above HF, all are kept (nothing better to fit).
+    """
+    trapped = [m for m in sorted(last) if last[m][1] > hf_energy]
+    if trapped:
+        logger.warning("DMRG: M = %s ended above the HF energy %.6f (trapped sweeps); left out of the fit",
+                       trapped, hf_energy)
+    return tuple(m for m in sorted(last) if m not in trapped) or tuple(sorted(last))
+
+
 def dmrg_energy(
     H,
     *,
@@ -127,8 +142,11 @@ def dmrg_energy(
     if sweeps_per_bond_dim < 2:
         raise ValueError("sweeps_per_bond_dim must be >= 2 (noise-free sweeps end each bond dimension)")
     schedule = [m for m in bond_dims for _ in range(sweeps_per_bond_dim)]
-    noises = [1e-4 if i < sweeps_per_bond_dim // 2 else 0.0 for i in range(sweeps_per_bond_dim)]
-    noises = [n if m == bond_dims[0] else 0.0 for m in bond_dims for n in noises]
+    # Noise in the first half of the sweeps at every M (1e-4 at the first, 1e-5 after), none in
+    # the last half: noise only at the first M had left H2O / cc-pVDZ (SU2, M = 200-400) in a
+    # state 86 mHa above HF until M = 500.
+    noises = [(1e-4 if m == bond_dims[0] else 1e-5) if i < sweeps_per_bond_dim // 2 else 0.0
+              for m in bond_dims for i in range(sweeps_per_bond_dim)]
     thresholds = [1e-7] * len(schedule)
     with tempfile.TemporaryDirectory(prefix="nnqs-dmrg-", dir=scratch) as tmp:
         symm_type = SymmetryTypes.SZ if symmetry == "sz" else SymmetryTypes.SU2
@@ -146,7 +164,7 @@ def dmrg_energy(
     last = {}  # bond dimension -> (discarded weight, energy) of its last sweep
     for m, dw, e in zip(sweep_m, sweep_dw, sweep_e):
         last[int(m)] = (float(dw), e)
-    ms = tuple(sorted(last))
+    ms = untrapped_bond_dims(last, float(H.hf_energy()))
     dws = tuple(last[m][0] for m in ms)
     es = tuple(last[m][1] for m in ms)
     energy, uncertainty, points = extrapolate(dws, es)

@@ -59,6 +59,15 @@ def test_a_fit_with_the_wrong_slope_is_not_extrapolated():
     assert e0 == -1.0 and err == pytest.approx(1e-6)
 
 
+def test_bond_dimensions_trapped_above_hf_are_left_out_of_the_fit(caplog):
+    # H2O / cc-pVDZ's first schedule: M = 200-400 stuck 86 mHa above HF, M = 500 below it.
+    last = {200: (4.4e-7, -75.917), 300: (8.2e-7, -75.9408), 400: (4.0e-7, -75.9409), 500: (1.4e-7, -76.2438)}
+    assert dmrg_module.untrapped_bond_dims(last, hf_energy=-76.0268) == (500,)
+    assert "trapped" in caplog.text
+    assert dmrg_module.untrapped_bond_dims(last, hf_energy=-75.0) == (200, 300, 400, 500)
+    assert dmrg_module.untrapped_bond_dims(last, hf_energy=-77.0) == (200, 300, 400, 500)  # nothing better
+
+
 def test_a_failing_dmrg_is_a_note_not_a_crash(molecules, monkeypatch):
     H = molecules("H2")
     monkeypatch.setattr(dmrg_module, "dmrg_available", lambda: True)
