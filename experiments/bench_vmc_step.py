@@ -5,10 +5,11 @@ the network is fitted to its CISD start (timed), ``n_samples`` is calibrated so 
 returns about ``--unique`` unique samples, and ``--steps`` VMC steps run with the config's
 optimiser in the truncated local-energy mode (``--local-energy sampled``: the coarse mode of
 ``[optim] coarse_steps``, no amplitudes outside the samples; the truncated step's cost on the
-same samples is then the floor analysis's projection, measured in the same run). Each step is split into sampling, connections
-(the compiled kernel and its lookups), amplitudes of the connected configurations outside the
-samples, and the update (``log psi`` with gradients and the AdamW or minSR step). On the last
-step's samples the amplitudes are also computed by full passes, for the KV-cache speed-up.
+same samples is then the floor analysis's projection, measured in the same run). Each step is
+split into sampling, connections (the compiled kernel and its lookups), amplitudes of the
+connected configurations outside the samples, and the update (``log psi`` with gradients and
+the AdamW or minSR step). On the last step's samples the amplitudes are also computed by full
+passes, for the KV-cache speed-up.
 
 Usage::
 
@@ -130,8 +131,7 @@ def main(argv=None) -> dict:
     config = load_config(args.config)
     lr = config.optim.adamw_lr if args.method == "adamw" and config.optim.method == "minsr" else config.optim.lr
     optim = dataclasses.replace(config.optim, local_energy=args.local_energy, coarse_steps=0, method=args.method,
-                                adamw_steps=0,
-                                steps=max(args.steps, 1), warmup=0, lr=lr,
+                                adamw_steps=0, steps=max(args.steps, 1), warmup=0, lr=lr,
                                 **({} if args.threshold is None else {"local_energy_threshold": args.threshold}))
     system = build_system(config.molecule, references=False)
     H = system.hamiltonian
@@ -175,7 +175,8 @@ def main(argv=None) -> dict:
     result = {
         "config": os.path.relpath(args.config, os.path.dirname(HERE)), "n_orbitals": H.n_orbitals,
         "n_spin_orbitals": 2 * H.n_orbitals, "n_excitations": H.n_excitations, "threshold": optim.local_energy_threshold,
-        "method": args.method, "local_energy": args.local_energy, "cisd_fit_seconds": fit_seconds, "n_samples": n_samples, "n_unique": n_unique,
+        "method": args.method, "local_energy": args.local_energy, "cisd_fit_seconds": fit_seconds,
+        "n_samples": n_samples, "n_unique": n_unique,
         "floor": floor, "steps": steps,
         "amplitudes_on_one_batch": amplitudes,
         "cache_over_full_amplitude_speedup": amplitudes["full"]["amplitude_seconds"]

@@ -67,15 +67,14 @@ def plot_convergence(path: str | Path, steps: list[int], energies: list[float], 
     fig, axes = plt.subplots(2 if fci is not None else 1, 1, figsize=(7, 7 if fci is not None else 4), squeeze=False)
     ax = axes[0, 0]
     ax.plot(steps, energies, lw=1, label="NNQS")
-    marks = []
-    if final is not None:
-        marks.append(lambda ax, f: ax.plot([final[0]], [f(final[1])], "*", color="tab:orange", ms=10,
-                                           label=f"{final[2]} {final[1]:.6f}"))
-    if 0 < coarse_steps:
-        marks.append(lambda ax, f: ax.axvline(coarse_steps - 0.5, color="gray", ls=":", lw=1,
-                                              label="end of coarse local energies"))
-    for mark in marks:
-        mark(ax, lambda e: e)
+
+    def mark_phases(ax, shown) -> None:  # `shown`: energy -> the panel's y value
+        if final is not None:
+            ax.plot([final[0]], [shown(final[1])], "*", color="tab:orange", ms=10, label=f"{final[2]} {final[1]:.6f}")
+        if coarse_steps > 0:
+            ax.axvline(coarse_steps - 0.5, color="gray", ls=":", lw=1, label="end of coarse local energies")
+
+    mark_phases(ax, lambda e: e)
     styles = {"hf": ("HF", "tab:red", "--"), "ccsd_t": ("CCSD(T)", "tab:green", "-."), "fci": ("FCI", "k", ":"),
               "dmrg": ("DMRG (extrapolated)", "tab:purple", ":")}
     for key, (label, color, ls) in styles.items():
@@ -97,8 +96,7 @@ def plot_convergence(path: str | Path, steps: list[int], energies: list[float], 
         ax.axhspan(1e-7, CHEMICAL_ACCURACY_HA, color="tab:green", alpha=0.15, label="chemical accuracy (1.6 mHa)")
         if references.get("ccsd_t") is not None:
             ax.axhline(max(abs(references["ccsd_t"] - fci), 1e-7), color="tab:green", ls="-.", lw=1, label="CCSD(T) error")
-        for mark in marks:
-            mark(ax, lambda e: max(abs(e - fci), 1e-7))
+        mark_phases(ax, lambda e: max(abs(e - fci), 1e-7))
         ax.set_xlabel("step")
         ax.set_ylabel(f"|E - E_{exact_name}| (Ha)")
         ax.legend(fontsize=8)

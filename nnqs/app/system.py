@@ -133,14 +133,15 @@ def _ordered_system(config: MoleculeConfig, H: MolecularHamiltonian, references:
     refs: dict = {}
     if references:
         methods, cached = METHODS, ()
-        if H.n_determinants > fci_max_determinants:  # beyond FCI: DMRG is the reference
+        beyond_fci = H.n_determinants > fci_max_determinants  # then DMRG is the reference
+        if beyond_fci:
             if config.dmrg:
                 methods = METHODS + ("dmrg",)
                 log.info("%.3g determinants: beyond FCI, the reference is DMRG (block2)", H.n_determinants)
             else:  # one computed ahead (experiments/dmrg_reference.py) is still reported
                 cached = ("dmrg",)
         refs = reference_energies(H, methods, fci_max_determinants=fci_max_determinants, cached=cached)
-        if H.n_determinants > fci_max_determinants and refs.get("dmrg") is None:
+        if beyond_fci and refs.get("dmrg") is None:
             log.warning("no DMRG reference: %s", refs.get("notes", {}).get("dmrg", "dmrg = false and none cached"))
     order = resolve_order(config.orbital_order, H.n_orbitals, max(H.n_alpha, H.n_beta))
     if order != list(range(H.n_orbitals)):
