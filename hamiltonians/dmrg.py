@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-__all__ = ["DMRGResult", "dmrg_available", "dmrg_energy"]
+__all__ = ["DMRGResult", "dmrg_available", "dmrg_energy", "dmrg_label"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +67,28 @@ class DMRGResult:
     fit_points: int
     symmetry: str = "sz"
 
+    @property
+    def extrapolated(self) -> bool:
+        """Whether ``energy`` lies below the variational one (a fit was used); a single bond
+        dimension, or energies that do not fall with the discarded weight, report the lowest
+        variational energy instead, with an ``uncertainty`` that bounds nothing."""
+        return self.energy < self.variational
+
     def to_dict(self) -> dict:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        out = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        out["extrapolated"] = self.extrapolated
+        return out
+
+
+def dmrg_label(details: dict | None) -> str:
+    """How to name a DMRG reference from its :meth:`DMRGResult.to_dict`: ``"DMRG
+    (extrapolated)"``, or when no fit was used ``"DMRG (M = 500, variational)"`` (``None``:
+    ``"DMRG"``)."""
+    if not details:
+        return "DMRG"
+    if details["energy"] < details["variational"]:
+        return "DMRG (extrapolated)"
+    return f"DMRG (M = {max(details.get('bond_dims') or [0])}, variational)"
 
 
 def extrapolate(discarded_weights, energies, fit_points: int = 3) -> tuple[float, float, int]:

@@ -206,6 +206,8 @@ def _os_message(error: OSError) -> str:
 
 
 def _summary(result: dict, out: str) -> str:
+    from hamiltonians.dmrg import dmrg_label
+
     refs = result["references"]
     lines = [f"{result['molecule']}: E = {result['energy']:.8f} +- {result['energy_stderr']:.1e} Ha "
              f"(variance {result['variance']:.2e}, {result['n_unique']} unique of {result['n_samples']:.3g} samples)"]
@@ -218,8 +220,10 @@ def _summary(result: dict, out: str) -> str:
         ok = "within" if abs(result["error_vs_fci_mha"]) < 1.6 else "outside"
         lines.append(f"  error vs FCI: {result['error_vs_fci_mha']:.3f} mHa ({ok} chemical accuracy)")
     elif result.get("error_vs_dmrg_mha") is not None:
-        lines.append(f"  error vs extrapolated DMRG: {result['error_vs_dmrg_mha']:.3f} mHa")
-    lines.append(f"  {result['steps']} steps in {result['wall_seconds']:.1f} s on {result['device']}; outputs in {out}")
+        lines.append(f"  error vs {dmrg_label(result.get('dmrg'))}: {result['error_vs_dmrg_mha']:.3f} mHa")
+    evaluation = f" + {result['evaluation_seconds']:.1f} s final evaluation" if "evaluation_seconds" in result else ""
+    lines.append(f"  {result['steps']} steps in {result['wall_seconds']:.1f} s{evaluation} on {result['device']}; "
+                 f"outputs in {out}")
     return "\n".join(lines)
 
 

@@ -6,6 +6,7 @@ import csv
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from hamiltonians.dmrg import dmrg_label
 from nnqs.app.io import atomic_write
 from nnqs.training.trainer import StepRecord
 
@@ -51,12 +52,15 @@ class MetricsLog:
 
 
 def plot_convergence(path: str | Path, steps: list[int], energies: list[float], references: dict, title: str,
-                     *, coarse_steps: int = 0, final: tuple[int, float, str] | None = None) -> None:
-    """Energy per step with HF/CCSD(T)/FCI/DMRG lines, and |E - E_ref| (FCI, else extrapolated
-    DMRG) on a log axis with the chemical-accuracy band.
+                     *, coarse_steps: int = 0, final: tuple[int, float, str] | None = None,
+                     dmrg: dict | None = None) -> None:
+    """Energy per step with HF/CCSD(T)/FCI/DMRG lines, and |E - E_ref| (FCI, else DMRG) on a
+    log axis with the chemical-accuracy band.
 
     ``coarse_steps``: a dotted line where the coarse local energies end; ``final``: ``(step,
-    energy, label)`` of the final evaluation, drawn as a point on both panels."""
+    energy, label)`` of the final evaluation, drawn as a point on both panels; ``dmrg``: the
+    DMRG reference's details, which name it extrapolated or variational
+    (:func:`hamiltonians.dmrg.dmrg_label`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -76,7 +80,7 @@ def plot_convergence(path: str | Path, steps: list[int], energies: list[float], 
 
     mark_phases(ax, lambda e: e)
     styles = {"hf": ("HF", "tab:red", "--"), "ccsd_t": ("CCSD(T)", "tab:green", "-."), "fci": ("FCI", "k", ":"),
-              "dmrg": ("DMRG (extrapolated)", "tab:purple", ":")}
+              "dmrg": (dmrg_label(dmrg), "tab:purple", ":")}
     for key, (label, color, ls) in styles.items():
         if references.get(key) is not None:
             ax.axhline(references[key], color=color, ls=ls, lw=1, label=f"{label} {references[key]:.6f}")

@@ -227,7 +227,8 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
         steps, energies = metrics.energies()
         plot_convergence(out / "convergence.png", steps, energies, refs, f"{config.molecule.name}: NNQS VMC",
                          coarse_steps=min(config.optim.coarse_steps, trainer.step),
-                         final=(trainer.step, result["energy"], f"final ({config.optim.local_energy})"))
+                         final=(trainer.step, result["energy"], f"final ({config.optim.local_energy})"),
+                         dmrg=result["dmrg"])
     return result
 
 
@@ -241,7 +242,9 @@ def _show(bar, row: dict, record) -> None:
 
 
 def _final_result(config: RunConfig, system: System, trainer: Trainer, refs: dict, p_hf: float, wall: float) -> dict:
-    """Evaluate the trained state on a fresh, larger sample and assemble ``result.json``."""
+    """Evaluate the trained state on a fresh, larger sample and assemble ``result.json``
+    (``wall_seconds``: the training, ``evaluation_seconds``: this evaluation)."""
+    started = time.perf_counter()
     H = trainer.H
     n_eval = config.sampler.eval_samples or 10 * trainer.n_samples
     trainer.model.eval()
@@ -290,6 +293,7 @@ def _final_result(config: RunConfig, system: System, trainer: Trainer, refs: dic
         "pretrain": config.optim.pretrain,
         "p_hf_final": p_hf_final,
         "wall_seconds": wall,
+        "evaluation_seconds": time.perf_counter() - started,
         "device": str(trainer.model.device),
         "threads": torch.get_num_threads(),
         "processes": comm.world_size,

@@ -7,7 +7,7 @@ import pytest
 
 from hamiltonians import reference_energies
 from hamiltonians import dmrg as dmrg_module
-from hamiltonians.dmrg import dmrg_available, dmrg_energy, extrapolate
+from hamiltonians.dmrg import DMRGResult, dmrg_available, dmrg_energy, dmrg_label, extrapolate
 from hamiltonians.exact import ground_state_energy
 
 
@@ -57,6 +57,18 @@ def test_without_block2_the_reference_is_a_note_and_not_cached(molecules, tmp_pa
 def test_a_fit_with_the_wrong_slope_is_not_extrapolated():
     e0, err, _ = extrapolate([2e-5, 1e-5], [-1.0, -1.0 + 1e-6])  # energy rises as the weight falls
     assert e0 == -1.0 and err == pytest.approx(1e-6)
+
+
+def test_a_reference_without_a_fit_is_named_variational_not_extrapolated():
+    # H2O / cc-pVDZ: one bond dimension below HF, so its energy is M = 500's variational one.
+    single = DMRGResult(*extrapolate([1.4e-7], [-76.2438])[:2], -76.2438, (500,), (1.4e-7,), (-76.2438,), 1, "su2")
+    assert not single.extrapolated and single.to_dict()["extrapolated"] is False
+    assert dmrg_label(single.to_dict()) == "DMRG (M = 500, variational)"
+    dw, es = (4e-5, 2e-5, 1e-5), (-99.99988, -99.99994, -99.99997)
+    fitted = DMRGResult(*extrapolate(dw, es)[:2], min(es), (100, 200, 400), dw, es, 3)
+    assert fitted.extrapolated and dmrg_label(fitted.to_dict()) == "DMRG (extrapolated)"
+    cached = {k: v for k, v in fitted.to_dict().items() if k != "extrapolated"}  # cached before the field existed
+    assert dmrg_label(cached) == "DMRG (extrapolated)" and dmrg_label(None) == "DMRG"
 
 
 def test_bond_dimensions_trapped_above_hf_are_left_out_of_the_fit(caplog):

@@ -29,8 +29,9 @@ def test_run_writes_all_outputs(tmp_path):
     saved = json.loads((out / "result.json").read_text())
     for key in ("energy", "energy_stderr", "variance", "references", "error_vs_fci_mha", "steps",
                 "n_samples", "n_unique", "wall_seconds", "device", "local_energy", "kept_fraction",
-                "truncation_bias_mha", "error_vs_dmrg_mha"):
+                "truncation_bias_mha", "error_vs_dmrg_mha", "evaluation_seconds"):
         assert key in saved
+    assert 0 < saved["evaluation_seconds"] < saved["wall_seconds"] + 60
     # H2's four determinants are all sampled: the truncated mode is exact here
     assert saved["local_energy"] == "truncated" and saved["truncation_bias_mha"] == pytest.approx(0, abs=1e-9)
     assert saved["steps"] == 6 and saved["references"]["fci"] == pytest.approx(-1.1372701746609035, abs=1e-8)
