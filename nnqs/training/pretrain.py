@@ -15,10 +15,11 @@ The fit minimises ``-sum_x |c_x|^2 log p(x)`` (cross-entropy of ``p`` against ``
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import torch
 
-from hamiltonians.ci import CIState, cas_window, casci, cisd, cisd_cas
+from hamiltonians.ci import CIState, cas_window, casci, cisd, cisd_cas, selected_ci
 from nnqs.training.settings import OptimConfig
 from nnqs.wavefunction.tokens import occupations_to_tokens
 
@@ -107,17 +108,26 @@ def _auto_cas(H, settings: OptimConfig) -> tuple[int, int]:
 
 
 def start_state(H, settings: OptimConfig, *, hf_occupation: torch.Tensor, order: list[int]) -> CIState:
-    """The CI wavefunction that ``settings.pretrain`` (``"cisd"``, ``"casci"``, ``"cisd_cas"`` or
-    ``"auto"``) fits, for ``H`` with orbitals in autoregressive ``order`` (``order[i]`` = original
+    """The CI wavefunction that ``settings.pretrain`` (``"cisd"``, ``"casci"``, ``"cisd_cas"``,
+    ``"auto"`` or ``"sci"``) fits, for ``H`` with orbitals in autoregressive ``order`` (``order[i]`` = original
     orbital at position ``i``; the CAS window is chosen in the original, energy-ordered orbitals).
 
     ``"auto"`` solves CISD and keeps it when HF carries at least :data:`AUTO_HF_WEIGHT` of it
     (a single-reference state); otherwise (bonds stretched, multireference states) the union
     of CISD and CAS(``pretrain_cas``, default CAS(6, 6)). The choice is logged.
 
+    ``"sci"`` grows the ``"auto"`` state by CIPSI steps to ``pretrain_sci_determinants``
+    (:func:`hamiltonians.ci.selected_ci`).
+
     Raises:
         ValueError: a ``pretrain_cas`` window that does not fit the molecule.
     """
+    if settings.pretrain == "sci":
+        start = start_state(H, replace(settings, pretrain="auto"), hf_occupation=hf_occupation, order=order)
+        state = selected_ci(H, start, max_determinants=settings.pretrain_sci_determinants)
+        log.info("selected CI: %d -> %d determinants, E %.8f -> %.8f", start.dets.shape[0], state.dets.shape[0],
+                 start.energy, state.energy)
+        return state
     if settings.pretrain in ("cisd", "auto"):
         state = cisd(H, reference=hf_occupation)
         if settings.pretrain == "cisd":

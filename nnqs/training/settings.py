@@ -79,6 +79,8 @@ class OptimConfig:
             where HF carries little weight and CISD fails; see :mod:`hamiltonians.ci`),
             ``"auto"`` (CISD when HF carries at least 0.85 of it, else CISD+CAS with
             ``pretrain_cas`` or CAS(6, 6); see :func:`nnqs.training.pretrain.start_state`),
+            ``"sci"`` (the ``"auto"`` state grown by CIPSI steps to ``pretrain_sci_determinants``:
+            triples and quadruples that CISD lacks; see :func:`hamiltonians.ci.selected_ci`),
             ``"hf"`` (train ``-log p(HF)`` until ``p(HF)`` reaches ``pretrain_hf``) or ``"none"``.
         pretrain_hf: the ``p(HF)`` target of ``pretrain = "hf"``.
         pretrain_cas: ``[n_electrons, n_orbitals]``, the active space of ``"casci"`` and
@@ -88,6 +90,7 @@ class OptimConfig:
         pretrain_min_fidelity: a fit (warm-started or not) that ends below this fidelity is
             repeated from a freshly initialised network, and the better of the two is kept (a
             warm start from another geometry can trap the fit: N2 at 2.26 A reached 0.0004).
+        pretrain_sci_determinants: the size of the selected-CI space of ``pretrain = "sci"``.
         pretrain_max_determinants: the CI fit uses at most this many determinants, those with
             the largest coefficients (0 = all); bounds the fit's cost on large CI spaces
             (CISD of N2/cc-pVDZ with a frozen core has 15,436 determinants; its largest 1024
@@ -141,6 +144,7 @@ class OptimConfig:
     pretrain_cas: tuple[int, ...] = ()
     pretrain_steps: int = 300
     pretrain_max_determinants: int = 1024
+    pretrain_sci_determinants: int = 8192
     pretrain_min_fidelity: float = 0.5
     local_energy: str = "truncated"
     local_energy_threshold: float = 3e-3
@@ -173,8 +177,8 @@ class OptimConfig:
             raise ValueError(f"adamw_steps ({self.adamw_steps}) must be >= 0 and adamw_lr ({self.adamw_lr}) > 0")
         if self.weights not in ("counts", "psi2"):
             raise ValueError(f"weights must be 'counts' or 'psi2', got {self.weights!r}")
-        if self.pretrain not in ("cisd", "casci", "cisd_cas", "auto", "hf", "none"):
-            raise ValueError("pretrain must be 'cisd', 'casci', 'cisd_cas', 'auto', 'hf' or 'none', "
+        if self.pretrain not in ("cisd", "casci", "cisd_cas", "auto", "sci", "hf", "none"):
+            raise ValueError("pretrain must be 'cisd', 'casci', 'cisd_cas', 'auto', 'sci', 'hf' or 'none', "
                              f"got {self.pretrain!r}")
         if not 0 <= self.pretrain_min_fidelity < 1:
             raise ValueError(f"pretrain_min_fidelity must lie in [0, 1), got {self.pretrain_min_fidelity}")
@@ -187,6 +191,8 @@ class OptimConfig:
         if self.stop_window < 0 or not self.stop_tolerance > 0:
             raise ValueError(f"stop_window ({self.stop_window}) must be >= 0 and stop_tolerance "
                              f"({self.stop_tolerance}) > 0")
+        if self.pretrain_sci_determinants < 1:
+            raise ValueError(f"pretrain_sci_determinants must be >= 1, got {self.pretrain_sci_determinants}")
         if self.pretrain_steps < 0 or self.pretrain_max_determinants < 0:
             raise ValueError(f"pretrain_steps ({self.pretrain_steps}) and pretrain_max_determinants "
                              f"({self.pretrain_max_determinants}) must be >= 0")

@@ -74,3 +74,20 @@ def test_auto_start_fits_its_active_space_to_the_molecule(geometry, spin, cas, g
                             order=list(range(H.n_orbitals)))
     assert f"CISD+CAS{cas}" in caplog.text
     assert state.energy <= cisd(H).energy - gain + 1e-12
+
+
+def test_sci_start_grows_the_auto_state_to_the_configured_size():
+    from nnqs.training.pretrain import start_state
+    from nnqs.training.settings import OptimConfig
+
+    H = from_pyscf("N 0 0 0; N 0 0 2.0", "sto-3g")   # stretched: the auto state is CISD+CAS(6, 6)
+    order = list(range(H.n_orbitals))
+    auto = start_state(H, OptimConfig(pretrain="auto"), hf_occupation=H.hf_occupation(), order=order)
+    grown = start_state(H, OptimConfig(pretrain="sci", pretrain_sci_determinants=3000),
+                        hf_occupation=H.hf_occupation(), order=order)
+    assert grown.dets.shape[0] == 3000 > auto.dets.shape[0]
+    assert torch.equal(grown.dets[0], auto.dets[0]) and grown.energy < auto.energy - 1e-3
+    inside = {tuple(d) for d in grown.dets.tolist()}
+    assert all(tuple(d) in inside for d in auto.dets.tolist())   # CIPSI only adds
+    with pytest.raises(ValueError, match="pretrain_sci_determinants"):
+        OptimConfig(pretrain="sci", pretrain_sci_determinants=0)
