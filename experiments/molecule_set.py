@@ -16,11 +16,13 @@ back from its ``result.json``, an interrupted one resumed). Writes ``OUT/molecul
 ``molecule_set.md`` (the table) and ``molecule_set.png`` (errors against FCI beside CCSD(T)'s).
 
     python experiments/molecule_set.py --out runs/molecule_set [--only o2_triplet,c2] [--jobs 2] [--steps N]
+        [--set optim.pretrain=sci ...]   # a candidate recipe: the defaults with these changes
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import json
 import logging
@@ -33,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from nnqs.app.io import atomic_write, load_checkpoint, write_json  # noqa: E402
-from nnqs.app.runconfig import MoleculeConfig, RunConfig, RunSettings, load_config  # noqa: E402
+from nnqs.app.runconfig import ConfigError, MoleculeConfig, RunConfig, RunSettings, load_config  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
 STO3G_SET = ("h2", "lih", "beh2", "h2o", "nh3", "ch4", "n2")
@@ -56,10 +58,35 @@ def molecule_set() -> dict[str, tuple[str, MoleculeConfig]]:
     return out
 
 
-def default_config(molecule: MoleculeConfig, *, steps: int | None = None, threads: int = 1) -> RunConfig:
-    """The defaults with this molecule (and, for a quick look, fewer ``steps``)."""
+def default_config(molecule: MoleculeConfig, *, steps: int | None = None, threads: int = 1,
+                   changes: dict[str, dict[str, object]] | None = None) -> RunConfig:
+    """The defaults with this molecule (and, for a quick look, fewer ``steps``; to try a
+    candidate recipe, ``changes`` ``{section: {field: value}}`` from :func:`parse_changes`)."""
     config = RunConfig(molecule=molecule, run=RunSettings(threads=threads))
+    for section, fields in (changes or {}).items():
+        config = config.replace(section, **fields)
     return config.replace("optim", steps=steps) if steps else config
+
+
+def parse_changes(items: list[str]) -> dict[str, dict[str, object]]:
+    """``["optim.pretrain=sci", "sampler.unique_window=1500,3000"]`` -> ``{section: {field: value}}``;
+    a value is a Python literal or a comma-separated tuple of them; a bare word is a string."""
+    changes: dict[str, dict[str, object]] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        section, dot, field = key.partition(".")
+        if not (sep and dot and section and field):
+            raise ValueError(f"{item!r}: expected section.field=value")
+        values = tuple(_literal(v) for v in text.split(","))
+        changes.setdefault(section, {})[field] = values if "," in text else values[0]
+    return changes
+
+
+def _literal(text: str) -> object:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
 
 
 def folder_state(config: RunConfig, folder: Path) -> str:
@@ -137,10 +164,11 @@ def plot(path: Path, rows: list[dict]) -> None:
     plt.close(fig)
 
 
-def write_outputs(out: Path, rows: list[dict]) -> None:
+def write_outputs(out: Path, rows: list[dict], changes: dict | None = None) -> None:
     order = list(molecule_set())
     rows = sorted(rows, key=lambda r: order.index(r["molecule"]) if r["molecule"] in order else len(order))
-    settings = {k: v for k, v in default_config(molecule_set()["h2"][1]).to_dict().items() if k != "molecule"}
+    settings = {k: v for k, v in default_config(molecule_set()["h2"][1], changes=changes).to_dict().items()
+                if k != "molecule"}
     write_json(out / "molecule_set.json", {"settings": settings, "rows": rows})
     atomic_write(out / "molecule_set.md", lambda tmp: Path(tmp).write_text(table(rows)))
     plot(out / "molecule_set.png", rows)
@@ -152,6 +180,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--only", default=None, help="comma-separated names (default: the whole set)")
     parser.add_argument("--jobs", type=int, default=2, help="molecules run at once, one thread each")
     parser.add_argument("--steps", type=int, default=None, help="VMC steps (default: the default recipe's)")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                        help="a candidate recipe: the defaults with this changed (repeatable; e.g. optim.pretrain=sci)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a molecule's folder that holds a run of other settings (else an error)")
     args = parser.parse_args(argv)
@@ -164,7 +194,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     out = Path(args.out)
     saved = out / "molecule_set.json"
     rows = {r["molecule"]: r for r in json.loads(saved.read_text())["rows"]} if saved.exists() else {}
-    configs = {n: default_config(molecules[n][1], steps=args.steps) for n in names}
+    try:
+        changes = parse_changes(args.set)
+        configs = {n: default_config(molecules[n][1], steps=args.steps, changes=changes) for n in names}
+    except (ValueError, TypeError, ConfigError) as error:  # TypeError: an unknown field
+        parser.error(f"--set: {error}")
     states = {n: folder_state(configs[n], out / n) for n in names}
     clash = [n for n in names if states[n] == "other"]
     if clash and not args.overwrite:
@@ -181,7 +215,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             rows[name] = row_of(name, molecules[name][0], result)
             logging.info("%s: %.3f mHa above FCI in %.1f min", name, rows[name]["nnqs_error_mha"],
                          rows[name]["wall_minutes"])
-            write_outputs(out, list(rows.values()))
+            write_outputs(out, list(rows.values()), changes)
     return [rows[n] for n in names if n in rows]
 
 

@@ -18,7 +18,6 @@ against FCI and the mean seconds per step and unique samples over the last ``--a
 from __future__ import annotations
 
 import argparse
-import ast
 import csv
 import logging
 import os
@@ -29,30 +28,18 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from experiments.molecule_set import default_config, molecule_set  # noqa: E402
+from experiments.molecule_set import default_config, molecule_set, parse_changes  # noqa: E402
 from nnqs.app.io import write_json  # noqa: E402
-from nnqs.app.runconfig import ConfigError, RunConfig  # noqa: E402
+from nnqs.app.runconfig import ConfigError  # noqa: E402
 
 
 def parse_variant(spec: str) -> tuple[str, dict[str, dict[str, object]]]:
-    """``"name:section.field=value:..."`` -> ``(name, {section: {field: value}})``; a value is a
-    Python literal (``1e-5``, ``10``) or a comma-separated tuple (``1500,3000``)."""
+    """``"name:section.field=value:..."`` -> ``(name, {section: {field: value}})`` (values as in
+    :func:`experiments.molecule_set.parse_changes`)."""
     name, *items = spec.split(":")
-    changes: dict[str, dict[str, object]] = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        section, dot, field = key.partition(".")
-        if not (sep and dot and name):
-            raise ValueError(f"variant {spec!r}: expected name:section.field=value[:...]")
-        value = tuple(ast.literal_eval(v) for v in text.split(",")) if "," in text else ast.literal_eval(text)
-        changes.setdefault(section, {})[field] = value
-    return name, changes
-
-
-def variant_config(base: RunConfig, changes: dict[str, dict[str, object]]) -> RunConfig:
-    for section, fields in changes.items():
-        base = base.replace(section, **fields)
-    return base
+    if not name:
+        raise ValueError(f"variant {spec!r}: expected name[:section.field=value...]")
+    return name, parse_changes(items)
 
 
 def summarise(metrics: Path, fci: float, until: int, average: int) -> dict:
@@ -84,7 +71,7 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         variants = dict(parse_variant(spec) for spec in args.variant or ["defaults"])
         base = default_config(molecules[args.molecule][1])
-        configs = {name: variant_config(base, changes) for name, changes in variants.items()}
+        configs = {name: default_config(base.molecule, changes=changes) for name, changes in variants.items()}
     except (ValueError, SyntaxError, TypeError, ConfigError) as error:  # TypeError: an unknown field
         parser.error(f"--variant: {error}")
     logging.basicConfig(level=logging.INFO, format="%(message)s")

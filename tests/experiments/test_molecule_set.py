@@ -48,3 +48,20 @@ def test_an_unknown_molecule_is_a_one_line_error(tmp_path, capsys):
         molecule_set.main(["--out", str(tmp_path), "--only", "h2,xe2"])
     assert exit_info.value.code == 2 and "xe2" in capsys.readouterr().err
     assert not (tmp_path / "molecule_set.json").exists()
+
+
+def test_a_candidate_recipe_is_the_defaults_with_the_changes_named(tmp_path, capsys):
+    out = tmp_path / "set"
+    rows = molecule_set.main(["--out", str(out), "--only", "h2", "--steps", "3", "--jobs", "1",
+                              "--set", "optim.pretrain=sci", "--set", "sampler.unique_window=2,8"])
+    result = json.loads((out / "h2" / "result.json").read_text())
+    expected = molecule_set.default_config(molecule_set.molecule_set()["h2"][1], steps=3).replace(
+        "optim", pretrain="sci").replace("sampler", unique_window=(2, 8))
+    assert result["config"] == json.loads(json.dumps(expected.to_dict())) and rows[0]["steps"] == 3
+    settings = json.loads((out / "molecule_set.json").read_text())["settings"]
+    assert settings["optim"]["pretrain"] == "sci" and settings["sampler"]["unique_window"] == [2, 8]
+    for bad in ("optim.pretrain", "optim.no_such_field=1", "pretrain=sci"):
+        with pytest.raises(SystemExit) as exit_info:
+            molecule_set.main(["--out", str(tmp_path / "bad"), "--only", "h2", "--set", bad])
+        assert exit_info.value.code == 2 and "--set" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
