@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> dict:
         variants = dict(parse_variant(spec) for spec in args.variant or ["defaults"])
         base = default_config(molecules[args.molecule][1])
         configs = {name: default_config(base.molecule, changes=changes) for name, changes in variants.items()}
-    except (ValueError, SyntaxError, TypeError, ConfigError) as error:  # TypeError: an unknown field
+    except (ValueError, TypeError, ConfigError) as error:  # TypeError: an unknown field
         parser.error(f"--variant: {error}")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     from nnqs.app.run import run
@@ -91,10 +91,10 @@ def main(argv: list[str] | None = None) -> dict:
                "variants": {name: {"changes": variants[name], **summarise(out / name / "metrics.csv", fci, args.until, args.average)}
                             for name in variants}}
     write_json(out / "variants.json", summary)
-    print(f"{'variant':<14} {'error (mHa)':>12} {'s/step':>8} {'unique':>8}  (steps {args.until - args.average}"
-          f"-{args.until - 1}, sampled)")
+    print(f"{'variant':<14} {'error (mHa)':>12} {'s/step':>8} {'unique':>8} {'steps':>9}  (sampled)")
     for name, row in summary["variants"].items():
-        print(f"{name:<14} {row['error_mha']:12.2f} {row['seconds_per_step']:8.1f} {row['unique']:8.0f}")
+        steps = f"{row['last_step'] - row['steps_averaged'] + 1}-{row['last_step']}"
+        print(f"{name:<14} {row['error_mha']:12.2f} {row['seconds_per_step']:8.1f} {row['unique']:8.0f} {steps:>9}")
     return summary
 
 
