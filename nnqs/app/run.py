@@ -165,7 +165,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     model = build_model(config.model, system).to(config.run.device)
     trainer = Trainer(model, H, config.optim, config.sampler, seed=config.run.seed, comm=comm)
 
-    wall_before = 0.0
+    wall_before = start_seconds = 0.0
     if resume:
         try:
             trainer.load_state_dict(state["trainer"])
@@ -173,10 +173,13 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
             first = str(error).strip().splitlines()[0]
             raise ConfigError(f"--resume: {ckpt_path} does not match this config ({first})") from None
         wall_before = float(state["wall_seconds"])
+        start_seconds = float(state.get("start_seconds", 0.0))  # absent in checkpoints older than the field
         p_hf = float(state["p_hf"])
         log.info("resumed from %s at step %d", ckpt_path, trainer.step)
     else:
+        began = time.perf_counter()
         model.load_state_dict(comm.run_on_main(lambda: _start(model, config, system, H, initial_model)))
+        start_seconds = time.perf_counter() - began
         with torch.no_grad():
             p_hf = float(model.log_prob(system.hf_tokens.to(model.device)).exp())
         trainer.mark_good()  # the pretrained weights are the state to roll back to
@@ -195,7 +198,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
             return
         save_checkpoint(ckpt_path, {
             "trainer": trainer.state_dict(), "config": config.to_dict(), "p_hf": p_hf,
-            "wall_seconds": wall_before + time.perf_counter() - start,
+            "wall_seconds": wall_before + time.perf_counter() - start, "start_seconds": start_seconds,
         })
         last_checkpoint[0] = time.perf_counter()
 
@@ -221,6 +224,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     checkpoint()
     result = _final_result(config, system, trainer, refs, p_hf, wall_before + time.perf_counter() - start)
     result["stopped_early"] = converged
+    result["start_seconds"] = start_seconds
     if main:
         result["variance_extrapolation"] = variance_extrapolation(metrics.column("energy"), metrics.column("variance"))
         write_json(out / "result.json", result)
@@ -243,7 +247,8 @@ def _show(bar, row: dict, record) -> None:
 
 def _final_result(config: RunConfig, system: System, trainer: Trainer, refs: dict, p_hf: float, wall: float) -> dict:
     """Evaluate the trained state on a fresh, larger sample and assemble ``result.json``
-    (``wall_seconds``: the training, ``evaluation_seconds``: this evaluation)."""
+    (``wall_seconds``: the training, ``evaluation_seconds``: this evaluation; the caller adds
+    ``start_seconds``, the start state's solve and fit)."""
     started = time.perf_counter()
     H = trainer.H
     n_eval = config.sampler.eval_samples or 10 * trainer.n_samples

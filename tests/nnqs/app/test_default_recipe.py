@@ -53,3 +53,4 @@ def test_a_short_default_run_improves_on_its_ci_start(tmp_path, monkeypatch):
     start = float(rows[0]["error_vs_fci_mha"])       # the CISD fit, sampled (the space is sampled whole)
     assert start > 5.0
     assert result["exact_error_vs_fci_mha"] < 0.2 * start
+    assert result["start_seconds"] > 0  # the CISD solve and fit, timed apart from the training

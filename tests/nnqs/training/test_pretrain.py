@@ -91,3 +91,27 @@ def test_sci_start_grows_the_auto_state_to_the_configured_size():
     assert all(tuple(d) in inside for d in auto.dets.tolist())   # CIPSI only adds
     with pytest.raises(ValueError, match="pretrain_sci_determinants"):
         OptimConfig(pretrain="sci", pretrain_sci_determinants=0)
+
+
+def test_the_phase_fit_gets_the_signs_right_and_leaves_the_amplitudes_alone():
+    from nnqs.training.pretrain import fit_phases
+
+    H = from_pyscf("Li 0 0 0; H 0 0 1.5949", "sto-3g")
+    state = cisd(H)
+    tokens = occupations_to_tokens(state.dets.long())
+    c = state.coefficients
+    model = make_model(H.n_orbitals, H.n_alpha, H.n_beta, seed=2, dtype="float64", d_model=16,
+                       n_layers=2, n_heads=2, phase_hidden=(32,))
+    amplitudes = {k: v.clone() for k, v in model.state_dict().items() if not k.startswith("phase_net.")}
+
+    def wrong_sign_weight() -> float:
+        with torch.no_grad():
+            phi = model.phase(tokens)
+        cos = torch.cos(phi - phi[0])          # relative to the reference, whose c is positive
+        wrong = cos * torch.sign(c) <= 0
+        return float(c[wrong].square().sum())
+
+    before = wrong_sign_weight()
+    fit_phases(model, tokens, c, steps=500)
+    assert before > 1e-3 > 1e-6 > wrong_sign_weight()
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in amplitudes.items())
