@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 PHASE_STEPS = 3000
 #: The phase fit uses at most this many of the target's largest determinants.
 PHASE_DETERMINANTS = 8192
+#: The fit logs its progress every this many amplitude steps (five times as many phase steps).
+PROGRESS_EVERY = 100
 
 
 def fidelity(model, tokens: torch.Tensor, coefficients: torch.Tensor) -> float:
@@ -76,9 +78,12 @@ def fit_phases(model, tokens: torch.Tensor, coefficients: torch.Tensor, *, steps
     angle = torch.angle(c.to(torch.complex128)).to(device=model.device, dtype=model.dtype)
     optimizer = torch.optim.Adam(params, lr=lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _cosine(steps, 0.01))
-    for _ in range(steps):
+    for step in range(steps):
         optimizer.zero_grad()
         loss = (weight * (1 - torch.cos(model.phase(tokens, validate=False) - angle))).sum()
+        if step % (5 * PROGRESS_EVERY) == 0:
+            log.info("start fit: phase step %d/%d on %d determinants, loss %.3g", step, steps, tokens.shape[0],
+                     float(loss))
         loss.backward()
         optimizer.step()
         schedule.step()
@@ -121,13 +126,18 @@ def pretrain_to_state(
     optimizer = torch.optim.Adam(params, lr=lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _cosine(steps, final_lr_ratio))
     c_conj = c.to(torch.complex128).conj()
+    with torch.no_grad():  # fixed from here on: the phases have their own parameters
+        phase = model.phase(tokens, validate=False)
     for step in range(steps):
         optimizer.zero_grad()
         log_p = model.log_prob(tokens, validate=False)
         with torch.no_grad():  # the fidelity of the current parameters, from the same pass as the loss
-            psi = torch.exp(torch.complex(0.5 * log_p, model.phase(tokens, validate=False)).to(torch.complex128))
-            if float((c_conj * psi).sum().abs() ** 2) >= target_fidelity:
-                break
+            psi = torch.exp(torch.complex(0.5 * log_p, phase).to(torch.complex128))
+            reached = float((c_conj * psi).sum().abs() ** 2)
+        if step % PROGRESS_EVERY == 0:
+            log.info("start fit: amplitude step %d/%d, fidelity %.5f on the fitted determinants", step, steps, reached)
+        if reached >= target_fidelity:
+            break
         loss = -(weight * log_p).sum()
         loss.backward()
         optimizer.step()
