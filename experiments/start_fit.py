@@ -4,14 +4,18 @@ Builds one molecule of the set (:mod:`experiments.molecule_set`) or a config's `
 solves the start state of ``--pretrain`` (default ``"sci"``: the auto CI state grown by CIPSI to
 ``--sci-determinants``), then fits a freshly initialised default network (same seed every
 time) to it once per variant. A variant is ``name[:field=value...]`` with fields of
-:func:`nnqs.training.pretrain.pretrain_to_state`: ``steps``, ``lr``, ``final_lr_ratio``,
-``max_determinants``, ``phase_steps``. Reports per variant the fidelity with the target, the fit's seconds and,
+:func:`nnqs.training.pretrain.pretrain_to_state` (``steps``, ``lr``, ``final_lr_ratio``,
+``max_determinants``, ``phase_steps``) and of :func:`nnqs.training.pretrain.fit_phases`
+prefixed ``phase_`` (``phase_lr``, ``phase_max_determinants``, ``phase_weight_power``; the
+phase fit runs first either way, as in the package). ``steps=0`` fits the phases alone: the
+sign error does not depend on the amplitudes. Reports per variant the fidelity with the target, the fit's seconds and,
 where the space can be enumerated (:data:`nnqs.training.analysis.MAX_DETERMINANTS`), the
 network's exact energy error against FCI split into its amplitude and sign parts
 (:func:`nnqs.training.analysis.analyse_state`); the target's own error beside it.
 
     python experiments/start_fit.py --molecule h10 --out runs/start_fit/h10.json \\
-        --variant base:steps=1000 --variant cos:steps=1000:final_lr_ratio=0.01
+        --variant base:steps=1000 --variant cos:steps=1000:final_lr_ratio=0.01 \\
+        --variant phase_c2:steps=0:phase_weight_power=2
 
 Prints a table and writes ``--out`` (JSON).
 """
@@ -34,10 +38,11 @@ from nnqs.app.io import write_json  # noqa: E402
 from nnqs.app.runconfig import load_config  # noqa: E402
 from nnqs.app.system import build_model, build_system  # noqa: E402
 from nnqs.training.analysis import MAX_DETERMINANTS, analyse_state  # noqa: E402
-from nnqs.training.pretrain import pretrain_to_state, start_state  # noqa: E402
+from nnqs.training.pretrain import fit_phases, pretrain_to_state, start_state  # noqa: E402
 from nnqs.wavefunction.tokens import occupations_to_tokens  # noqa: E402
 
-FIELDS = {"steps": int, "lr": float, "final_lr_ratio": float, "max_determinants": int, "phase_steps": int}
+FIELDS = {"steps": int, "lr": float, "final_lr_ratio": float, "max_determinants": int, "phase_steps": int,
+          "phase_lr": float, "phase_max_determinants": int, "phase_weight_power": float}
 
 
 def parse_variant(spec: str) -> tuple[str, dict]:
@@ -92,8 +97,11 @@ def main(argv: list[str] | None = None) -> dict:
         torch.manual_seed(args.seed)
         model = build_model(config.model, system)
         fit = {"steps": optim.pretrain_steps, "max_determinants": optim.pretrain_max_determinants or None} | fields
+        phase = {key.removeprefix("phase_"): value for key, value in fit.items() if key.startswith("phase_")}
+        amplitudes = {key: value for key, value in fit.items() if not key.startswith("phase_")}
         begin = time.perf_counter()
-        value = pretrain_to_state(model, tokens, state.coefficients, **fit)
+        fit_phases(model, tokens, state.coefficients, **phase)
+        value = pretrain_to_state(model, tokens, state.coefficients, phase_steps=0, **amplitudes)
         row = {"fields": fit, "fidelity": value, "seconds": time.perf_counter() - begin}
         if H.n_determinants <= MAX_DETERMINANTS:
             a = analyse_state(model, H, system.hf_occupation)

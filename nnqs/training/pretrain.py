@@ -58,10 +58,10 @@ def _largest(tokens: torch.Tensor, c: torch.Tensor, k: int | None) -> tuple[torc
 
 
 def fit_phases(model, tokens: torch.Tensor, coefficients: torch.Tensor, *, steps: int = PHASE_STEPS,
-               lr: float = 1e-2, max_determinants: int | None = PHASE_DETERMINANTS) -> None:
+               lr: float = 1e-2, max_determinants: int | None = PHASE_DETERMINANTS, weight_power: float = 1.0) -> None:
     """Fit the phase network alone to ``arg c`` on the ``max_determinants`` largest-``|c|`` of
-    ``tokens`` ``[D, N]``: Adam on ``sum_x |c_x| (1 - cos(phi(x) - arg c_x))``, the learning rate
-    decaying on a cosine to 1 % over ``steps``.
+    ``tokens`` ``[D, N]``: Adam on ``sum_x |c_x|^weight_power (1 - cos(phi(x) - arg c_x))``, the
+    learning rate decaying on a cosine to 1 % over ``steps``.
 
     The weight is ``|c|``, not ``|c|^2``: a wrong sign on ``x`` costs energy in proportion to
     ``|c_x|`` (through ``sum_y H_xy c_y``), so ``|c|^2`` leaves the many small determinants'
@@ -76,7 +76,8 @@ def fit_phases(model, tokens: torch.Tensor, coefficients: torch.Tensor, *, steps
         return
     tokens, c, _ = _largest(tokens, coefficients, max_determinants)
     tokens = tokens.to(model.device)
-    weight = (c.abs() / c.abs().sum()).to(device=model.device, dtype=model.dtype)
+    weight = c.abs() ** weight_power
+    weight = (weight / weight.sum()).to(device=model.device, dtype=model.dtype)
     angle = torch.angle(c.to(torch.complex128)).to(device=model.device, dtype=model.dtype)
     optimizer = torch.optim.Adam(params, lr=lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _cosine(steps, 0.01))

@@ -30,3 +30,13 @@ def test_a_bad_variant_is_refused():
     with pytest.raises(ValueError, match="lr_typo"):
         start_fit.parse_variant("x:lr_typo=1")
     assert start_fit.parse_variant("a:lr=1e-2:steps=5") == ("a", {"lr": 0.01, "steps": 5})
+
+
+def test_phase_fields_reach_the_phase_fit(tmp_path):
+    result = start_fit.main(["--molecule", "h2o", "--out", str(tmp_path / "fit.json"), "--pretrain", "cisd",
+                             "--variant", "one:steps=0:phase_steps=300",
+                             "--variant", "two:steps=0:phase_steps=300:phase_weight_power=2"])
+    one, two = result["variants"]["one"], result["variants"]["two"]
+    # the amplitudes are the untrained network's in both: only the signs differ
+    assert one["amplitude_error_mha"] == pytest.approx(two["amplitude_error_mha"], rel=1e-12)
+    assert one["sign_error_mha"] != two["sign_error_mha"]
