@@ -163,6 +163,8 @@ def pretrain_hf(model, hf: torch.Tensor, target: float, *, lr: float = 1e-2, max
 
 #: ``pretrain = "auto"``: CISD when its HF weight ``|c_HF|^2`` is at least this, else CISD+CAS.
 AUTO_HF_WEIGHT = 0.85
+#: ``pretrain = "sci"`` grows the auto state at least this many times over.
+SCI_MIN_GROWTH = 2
 #: ``pretrain = "auto"``'s active space when ``pretrain_cas`` is not given: CAS(6, 6) (or smaller).
 AUTO_CAS = (6, 6)
 
@@ -192,14 +194,16 @@ def start_state(H, settings: OptimConfig, *, hf_occupation: torch.Tensor, order:
     of CISD and CAS(``pretrain_cas``, default CAS(6, 6)). The choice is logged.
 
     ``"sci"`` grows the ``"auto"`` state by CIPSI steps to ``pretrain_sci_determinants``
-    (:func:`hamiltonians.ci.selected_ci`).
+    (:func:`hamiltonians.ci.selected_ci`), or to :data:`SCI_MIN_GROWTH` times its size where
+    it is already larger (CISD of N2 / cc-pVDZ has 15,436 determinants).
 
     Raises:
         ValueError: a ``pretrain_cas`` window that does not fit the molecule.
     """
     if settings.pretrain == "sci":
         start = start_state(H, replace(settings, pretrain="auto"), hf_occupation=hf_occupation, order=order)
-        state = selected_ci(H, start, max_determinants=settings.pretrain_sci_determinants)
+        size = max(settings.pretrain_sci_determinants, SCI_MIN_GROWTH * start.dets.shape[0])
+        state = selected_ci(H, start, max_determinants=size)
         log.info("selected CI: %d -> %d determinants, E %.8f -> %.8f", start.dets.shape[0], state.dets.shape[0],
                  start.energy, state.energy)
         return state

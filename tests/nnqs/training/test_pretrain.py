@@ -89,6 +89,10 @@ def test_sci_start_grows_the_auto_state_to_the_configured_size():
     assert torch.equal(grown.dets[0], auto.dets[0]) and grown.energy < auto.energy - 1e-3
     inside = {tuple(d) for d in grown.dets.tolist()}
     assert all(tuple(d) in inside for d in auto.dets.tolist())   # CIPSI only adds
+    # a size below the auto state's still grows it: twice over
+    small = start_state(H, OptimConfig(pretrain="sci", pretrain_sci_determinants=10),
+                        hf_occupation=H.hf_occupation(), order=order)
+    assert small.dets.shape[0] == 2 * auto.dets.shape[0] and small.energy < auto.energy
     with pytest.raises(ValueError, match="pretrain_sci_determinants"):
         OptimConfig(pretrain="sci", pretrain_sci_determinants=0)
 
