@@ -87,7 +87,7 @@ def fit_phases(model, tokens: torch.Tensor, coefficients: torch.Tensor, *, steps
         loss = (weight * (1 - torch.cos(model.phase(tokens, validate=False) - angle))).sum()
         if step % (5 * PROGRESS_EVERY) == 0:
             log.info("start fit: phase step %d/%d on %d determinants, loss %.3g", step, steps, tokens.shape[0],
-                     float(loss))
+                     float(loss.detach()))
         loss.backward()
         optimizer.step()
         schedule.step()
