@@ -221,14 +221,18 @@ def _summary(result: dict, out: str) -> str:
         lines.append(f"  error vs FCI: {result['error_vs_fci_mha']:.3f} mHa ({ok} chemical accuracy)")
     elif result.get("error_vs_dmrg_mha") is not None:
         lines.append(f"  error vs {dmrg_label(result.get('dmrg'))}: {result['error_vs_dmrg_mha']:.3f} mHa")
+    start = f"start (CI solve and fit) {result['start_seconds']:.1f} s, " if "start_seconds" in result else ""
     evaluation = f" + {result['evaluation_seconds']:.1f} s final evaluation" if "evaluation_seconds" in result else ""
-    lines.append(f"  {result['steps']} steps in {result['wall_seconds']:.1f} s{evaluation} on {result['device']}; "
-                 f"outputs in {out}")
+    lines.append(f"  {start}{result['steps']} steps in {result['wall_seconds']:.1f} s{evaluation} on "
+                 f"{result['device']}; outputs in {out}")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # The start (which CI state, its size and energy, the fit's progress) can take minutes
+    # before the first step's progress bar: say what it is doing.
+    logging.getLogger("nnqs.training.pretrain").setLevel(logging.INFO)
     args = _build_parser().parse_args(argv)
     commands = {"check-consistency": _check_consistency, "run": _run, "analyse": _analyse}
     try:

@@ -207,7 +207,7 @@ def test_cli_fcidump_run(tmp_path, capsys, monkeypatch):
     code = cli.main(["run", "--fcidump", str(path), "--steps", "3", "--out", str(tmp_path / "o"), "--no-progress"])
     assert code == 0
     out = capsys.readouterr().out
-    assert "h2: E =" in out and "FCI" in out
+    assert "h2: E =" in out and "FCI" in out and "start (CI solve and fit)" in out
     assert json.loads((tmp_path / "o" / "result.json").read_text())["steps"] == 3
 
 
