@@ -86,14 +86,16 @@ class OptimConfig:
         pretrain_cas: ``[n_electrons, n_orbitals]``, the active space of ``"casci"`` and
             ``"cisd_cas"`` (around the Fermi level in energy-ordered orbitals, see
             :func:`hamiltonians.ci.cas_determinants`).
-        pretrain_steps: at most this many Adam steps of the CI fit.
+        pretrain_steps: at most this many Adam steps of the CI fit's amplitudes (the phase
+            network first takes its own, cheaper steps: :func:`nnqs.training.pretrain.fit_phases`).
         pretrain_min_fidelity: a fit (warm-started or not) that ends below this fidelity is
             repeated from a freshly initialised network, and the better of the two is kept (a
             warm start from another geometry can trap the fit: N2 at 2.26 A reached 0.0004).
         pretrain_sci_determinants: the size of the selected-CI space of ``pretrain = "sci"``
             (at least twice the auto state's: beyond a few dozen spin orbitals CISD alone is larger).
-        pretrain_max_determinants: the CI fit uses at most this many determinants, those with
-            the largest coefficients (0 = all); bounds the fit's cost on large CI spaces
+        pretrain_max_determinants: the CI fit's amplitudes use at most this many determinants,
+            those with the largest coefficients (0 = all; the phases use up to 8192); bounds the
+            fit's cost on large CI spaces
             (CISD of N2/cc-pVDZ with a frozen core has 15,436 determinants; its largest 1024
             carry 0.9945 of the weight).
         local_energy: ``"exact"`` (every connected configuration), ``"truncated"`` (the sampled
