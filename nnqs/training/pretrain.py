@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 PHASE_STEPS = 3000
 #: The phase fit uses at most this many of the target's largest determinants.
 PHASE_DETERMINANTS = 8192
+#: The phase fit stops once its loss is below this.
+PHASE_TOLERANCE = 1e-6
 #: The fit logs its progress every this many amplitude steps (five times as many phase steps).
 PROGRESS_EVERY = 100
 
@@ -61,7 +63,8 @@ def fit_phases(model, tokens: torch.Tensor, coefficients: torch.Tensor, *, steps
                lr: float = 1e-2, max_determinants: int | None = PHASE_DETERMINANTS, weight_power: float = 1.0) -> None:
     """Fit the phase network alone to ``arg c`` on the ``max_determinants`` largest-``|c|`` of
     ``tokens`` ``[D, N]``: Adam on ``sum_x |c_x|^weight_power (1 - cos(phi(x) - arg c_x))``, the
-    learning rate decaying on a cosine to 1 % over ``steps``.
+    learning rate decaying on a cosine to 1 % over ``steps``, or until the loss is below
+    :data:`PHASE_TOLERANCE`.
 
     The weight is ``|c|``, not ``|c|^2``: a wrong sign on ``x`` costs energy in proportion to
     ``|c_x|`` (through ``sum_y H_xy c_y``), so ``|c|^2`` leaves the many small determinants'
@@ -85,9 +88,11 @@ def fit_phases(model, tokens: torch.Tensor, coefficients: torch.Tensor, *, steps
     for step in range(steps):
         optimizer.zero_grad()
         loss = (weight * (1 - torch.cos(model.phase(tokens, validate=False) - angle))).sum()
+        value = float(loss.detach())
         if step % (5 * PROGRESS_EVERY) == 0:
-            log.info("start fit: phase step %d/%d on %d determinants, loss %.3g", step, steps, tokens.shape[0],
-                     float(loss.detach()))
+            log.info("start fit: phase step %d/%d on %d determinants, loss %.3g", step, steps, tokens.shape[0], value)
+        if value < PHASE_TOLERANCE:  # every weighted phase within ~1e-3 rad
+            break
         loss.backward()
         optimizer.step()
         schedule.step()

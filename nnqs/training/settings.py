@@ -142,10 +142,10 @@ class OptimConfig:
     sr_shift: float = 1e-4
     adamw_steps: int = 300
     adamw_lr: float = 1e-3
-    pretrain: str = "auto"
+    pretrain: str = "sci"
     pretrain_hf: float = 0.9
     pretrain_cas: tuple[int, ...] = ()
-    pretrain_steps: int = 300
+    pretrain_steps: int = 1000
     pretrain_max_determinants: int = 1024
     pretrain_sci_determinants: int = 8192
     pretrain_min_fidelity: float = 0.5

@@ -31,7 +31,7 @@ def test_defaults_replace_the_configs_settings(tmp_path):
     rows = n2_dissociation.main(["--defaults", "--out", str(tmp_path), "--points", "1", "--start", "1.1", "--stop", "1.1",
                                  "--steps", "2", "--no-progress"])
     data = json.loads((tmp_path / "dissociation.json").read_text())
-    assert data["config"]["optim"]["pretrain"] == "auto" and data["config"]["model"]["phase_hidden"] == [128, 128]
+    assert data["config"]["optim"]["pretrain"] == "sci" and data["config"]["model"]["phase_hidden"] == [128, 128]
     assert data["config"]["sampler"]["unique_window"] == [500, 2000] and len(rows) == 1
 
 
