@@ -27,7 +27,12 @@ def test_two_point_curve_with_warm_start(tmp_path):
     assert (tmp_path / "dissociation.png").exists()
 
 
-def test_defaults_replace_the_configs_settings(tmp_path):
+def test_defaults_replace_the_configs_settings(tmp_path, monkeypatch):
+    from nnqs.training import pretrain
+
+    fit = pretrain.pretrain_to_state  # the defaults' full start fit takes minutes: two steps of each part here
+    monkeypatch.setattr(pretrain, "pretrain_to_state",
+                        lambda *args, **kwargs: fit(*args, **{**kwargs, "steps": 2, "phase_steps": 2}))
     rows = n2_dissociation.main(["--defaults", "--out", str(tmp_path), "--points", "1", "--start", "1.1", "--stop", "1.1",
                                  "--steps", "2", "--no-progress"])
     data = json.loads((tmp_path / "dissociation.json").read_text())
