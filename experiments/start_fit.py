@@ -8,8 +8,8 @@ time) to it once per variant. A variant is ``name[:field=value...]`` with fields
 ``max_determinants``, ``phase_steps``) and of :func:`nnqs.training.pretrain.fit_phases`
 prefixed ``phase_`` (``phase_lr``, ``phase_max_determinants``, ``phase_weight_power``; the
 phase fit runs first either way, as in the package). ``steps=0`` fits the phases alone: the
-sign error does not depend on the amplitudes. Reports per variant the fidelity with the target, the fit's seconds and,
-where the space can be enumerated (:data:`nnqs.training.analysis.MAX_DETERMINANTS`), the
+sign error does not depend on the amplitudes. Reports per variant the fidelity with the
+target, the fit's seconds and, where the space can be enumerated (:data:`nnqs.training.analysis.MAX_DETERMINANTS`), the
 network's exact energy error against FCI split into its amplitude and sign parts
 (:func:`nnqs.training.analysis.analyse_state`); the target's own error beside it.
 

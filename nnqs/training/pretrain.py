@@ -3,9 +3,10 @@
 Two targets:
 
 * the Hartree–Fock determinant (:func:`pretrain_hf`), and
-* a CI wavefunction ``sum_x c_x |x>`` on a set of determinants (:func:`pretrain_to_state`), usually
-  CISD from :func:`hamiltonians.ci.cisd`: it puts most probability on HF *and* gives the
-  doubles their correct signs. Without it, determinants whose random initial phase is wrong tend
+* a CI wavefunction ``sum_x c_x |x>`` on a set of determinants (:func:`pretrain_to_state`), by
+  default a selected-CI state grown from CISD or CISD + CAS (:func:`start_state`): it puts most
+  probability on HF *and* gives the doubles (and the triples and quadruples CIPSI adds) their
+  correct signs. Without it, determinants whose random initial phase is wrong tend
   to lose all amplitude early in VMC, are never sampled again, and the run stalls above FCI.
 
 The fit has two parts with separate parameters: the phase network minimises
