@@ -168,8 +168,13 @@ def _run(args: argparse.Namespace) -> int:
             config = config.replace("run", device=device)
             if not comm.is_main:  # one copy of each warning
                 logging.getLogger().setLevel(logging.ERROR)
+        progress = not args.no_progress and sys.stderr.isatty()
+        if progress and comm.is_main:
+            # The start (which CI state, its size and energy, the fit's progress) can take
+            # minutes before the first step's progress bar: at a terminal, say what it is doing.
+            logging.getLogger("nnqs.training.pretrain").setLevel(logging.INFO)
         result = run(config, out, resume=args.resume, overwrite=args.overwrite, extend=args.extend,
-                     stop_after=args.stop_after, progress=not args.no_progress and sys.stderr.isatty(), comm=comm)
+                     stop_after=args.stop_after, progress=progress, comm=comm)
     except RankLostError as error:
         print(f"nnqs: error: {error}", file=sys.stderr)
         return EXIT_FAILED
@@ -230,9 +235,6 @@ def _summary(result: dict, out: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    # The start (which CI state, its size and energy, the fit's progress) can take minutes
-    # before the first step's progress bar: say what it is doing.
-    logging.getLogger("nnqs.training.pretrain").setLevel(logging.INFO)
     args = _build_parser().parse_args(argv)
     commands = {"check-consistency": _check_consistency, "run": _run, "analyse": _analyse}
     try:
