@@ -18,13 +18,13 @@ cross-entropy of ``p`` against ``|c|^2``), both with Adam.
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import replace
 
 import torch
 
 from hamiltonians.ci import CIState, cas_window, casci, cisd, cisd_cas, selected_ci
 from nnqs.training.settings import OptimConfig
+from nnqs.training.trainer import cosine_schedule
 from nnqs.wavefunction.tokens import check_tokens, occupations_to_tokens
 
 log = logging.getLogger(__name__)
@@ -44,11 +44,6 @@ def fidelity(model, tokens: torch.Tensor, coefficients: torch.Tensor) -> float:
     with torch.no_grad():
         psi = torch.exp(model.log_psi(tokens).to(torch.complex128))
     return float((coefficients.to(psi).conj() * psi).sum().abs() ** 2)
-
-
-def _cosine(steps: int, final_ratio: float):
-    """``LambdaLR`` factor: a cosine from 1 to ``final_ratio`` over ``steps``."""
-    return lambda step: final_ratio + (1 - final_ratio) * 0.5 * (1 + math.cos(math.pi * min(step / max(steps, 1), 1.0)))
 
 
 def _largest(tokens: torch.Tensor, c: torch.Tensor, k: int | None) -> tuple[torch.Tensor, torch.Tensor, float]:
@@ -85,7 +80,7 @@ def fit_phases(model, tokens: torch.Tensor, coefficients: torch.Tensor, *, steps
     weight = (weight / weight.sum()).to(device=model.device, dtype=model.dtype)
     angle = torch.angle(c.to(torch.complex128)).to(device=model.device, dtype=model.dtype)
     optimizer = torch.optim.Adam(params, lr=lr)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _cosine(steps, 0.01))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: cosine_schedule(step, 0, steps, 0.01))
     for step in range(steps):
         optimizer.zero_grad()
         loss = (weight * (1 - torch.cos(model.phase(tokens, validate=False) - angle))).sum()
@@ -135,7 +130,7 @@ def pretrain_to_state(
     weight = (c.abs() ** 2 / (c.abs() ** 2).sum()).to(model.dtype)
     params = [p for name, p in model.named_parameters() if not name.startswith("phase_net.") and p.requires_grad]
     optimizer = torch.optim.Adam(params, lr=lr)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _cosine(steps, final_lr_ratio))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: cosine_schedule(step, 0, steps, final_lr_ratio))
     c_conj = c.to(torch.complex128).conj()
     with torch.no_grad():  # fixed from here on: the phases have their own parameters
         phase = model.phase(tokens, validate=False)

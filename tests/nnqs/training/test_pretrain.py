@@ -9,6 +9,15 @@ from nnqs.wavefunction.tokens import occupations_to_tokens
 from tests.models import make_model
 
 
+def lih_cisd_and_model(seed: int):
+    """LiH / STO-3G, its CISD tokens and coefficients, and a small float64 network."""
+    H = from_pyscf("Li 0 0 0; H 0 0 1.5949", "sto-3g")
+    state = cisd(H)
+    model = make_model(H.n_orbitals, H.n_alpha, H.n_beta, seed=seed, dtype="float64", d_model=16,
+                       n_layers=2, n_heads=2, phase_hidden=(32,))
+    return H, occupations_to_tokens(state.dets.long()), state.coefficients, model
+
+
 def test_cisd_pretraining_reaches_the_target_and_lowers_the_energy():
     H = from_pyscf("Li 0 0 0; H 0 0 1.5949", "sto-3g")
     state = cisd(H)
@@ -25,12 +34,7 @@ def test_cisd_pretraining_reaches_the_target_and_lowers_the_energy():
 
 
 def test_fit_on_the_largest_determinants_reports_the_fidelity_with_the_whole_target():
-    H = from_pyscf("Li 0 0 0; H 0 0 1.5949", "sto-3g")
-    state = cisd(H)
-    tokens = occupations_to_tokens(state.dets.long())
-    c = state.coefficients
-    model = make_model(H.n_orbitals, H.n_alpha, H.n_beta, seed=1, dtype="float64", d_model=16,
-                       n_layers=2, n_heads=2, phase_hidden=(32,))
+    _, tokens, c, model = lih_cisd_and_model(seed=1)
     after = pretrain_to_state(model, tokens, c, steps=150, lr=1e-2, target_fidelity=0.9999, max_determinants=4)
     top = torch.argsort(c.abs(), descending=True)[:4]
     on_top = fidelity(model, tokens[top], c[top] / c[top].norm())
@@ -100,12 +104,7 @@ def test_sci_start_grows_the_auto_state_to_the_configured_size():
 def test_the_phase_fit_gets_the_signs_right_and_leaves_the_amplitudes_alone():
     from nnqs.training.pretrain import fit_phases
 
-    H = from_pyscf("Li 0 0 0; H 0 0 1.5949", "sto-3g")
-    state = cisd(H)
-    tokens = occupations_to_tokens(state.dets.long())
-    c = state.coefficients
-    model = make_model(H.n_orbitals, H.n_alpha, H.n_beta, seed=2, dtype="float64", d_model=16,
-                       n_layers=2, n_heads=2, phase_hidden=(32,))
+    _, tokens, c, model = lih_cisd_and_model(seed=2)
     amplitudes = {k: v.clone() for k, v in model.state_dict().items() if not k.startswith("phase_net.")}
 
     def wrong_sign_weight() -> float:
