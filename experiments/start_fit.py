@@ -6,7 +6,7 @@ solves the start state of ``--pretrain`` (default ``"sci"``: the auto CI state g
 time) to it once per variant. A variant is ``name[:field=value...]`` with fields of
 :func:`nnqs.training.pretrain.pretrain_to_state` (``steps``, ``lr``, ``final_lr_ratio``,
 ``max_determinants``, ``phase_steps``) and of :func:`nnqs.training.pretrain.fit_phases`
-prefixed ``phase_`` (``phase_lr``, ``phase_max_determinants``, ``phase_weight_power``; the
+prefixed ``phase_`` (``phase_lr``, ``phase_max_determinants``, ``phase_weight_power``, ``phase_warmup``; the
 phase fit runs first either way, as in the package). ``steps=0`` fits the phases alone: the
 sign error does not depend on the amplitudes. Reports per variant the fidelity with the
 target, the fit's seconds and, where the space can be enumerated (:data:`nnqs.training.analysis.MAX_DETERMINANTS`), the
@@ -42,7 +42,8 @@ from nnqs.training.pretrain import fit_phases, pretrain_to_state, start_state  #
 from nnqs.wavefunction.tokens import occupations_to_tokens  # noqa: E402
 
 FIELDS = {"steps": int, "lr": float, "final_lr_ratio": float, "max_determinants": int, "phase_steps": int,
-          "phase_lr": float, "phase_max_determinants": int, "phase_weight_power": float}
+          "phase_lr": float, "phase_max_determinants": int, "phase_weight_power": float,
+          "phase_warmup": int}
 
 
 def parse_variant(spec: str) -> tuple[str, dict]:
