@@ -211,8 +211,9 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
         due = time.perf_counter() - last_checkpoint[0] >= config.run.checkpoint_seconds
         if trainer.step % config.run.checkpoint_every == 0 or trainer.step == target or due:
             checkpoint()
+        first = config.optim.stop_from
         if config.optim.stop_window and comm.broadcast_object(main and has_stopped_improving(
-                metrics.column("energy"), metrics.column("stderr"), config.optim.stop_window,
+                metrics.column("energy")[first:], metrics.column("stderr")[first:], config.optim.stop_window,
                 config.optim.stop_tolerance)):
             converged = True
             log.info("step %d: the energy stopped improving (window %d); stopping", trainer.step,

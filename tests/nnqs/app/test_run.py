@@ -304,6 +304,11 @@ def test_a_run_can_stop_on_evidence_and_reports_the_variance_extrapolation(tmp_p
     assert fit is None or fit["points"] >= 3
     plain = run(config_from_dict(TINY), tmp_path / "plain", progress=False)
     assert not plain["stopped_early"] and plain["steps"] == TINY["optim"]["steps"]
+    # minSR after AdamW: only minSR steps count, so the earliest stop is 2 windows past the switch
+    config = config.replace("optim", method="minsr", adamw_steps=20, lr=0.02)
+    assert config.optim.stop_from == 20
+    result = run(config, tmp_path / "minsr", progress=False)
+    assert result["stopped_early"] and 30 <= result["steps"] < 200
 
 
 def test_a_start_fit_below_the_fidelity_threshold_is_refitted_from_a_fresh_network(tmp_path, caplog):
