@@ -127,6 +127,8 @@ def row_of(name: str, kind: str, result: dict) -> dict:
         # the whole run: start (CI solve and fit), training and final evaluation
         "wall_minutes": (result.get("start_seconds", 0.0) + result["wall_seconds"]
                          + result.get("evaluation_seconds", 0.0)) / 60,
+        # the same on a core of its own (one thread: CPU time); absent in results older than the field
+        "cpu_minutes": result["cpu_seconds"] / 60 if "cpu_seconds" in result else None,
     }
 
 
@@ -135,11 +137,12 @@ def table(rows: list[dict]) -> str:
         return "n/a" if v is None else format(v, spec)
 
     lines = ["| molecule | kind | spin orbitals | determinants | FCI (Ha) | CCSD(T) - FCI (mHa) | nnqs - FCI (mHa) "
-             "| wall (min) |", "|---|---|---|---|---|---|---|---|"]
+             "| wall (min) | CPU (min) |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['molecule']} | {r['kind']} | {r['spin_orbitals']} | {r['determinants']} | "
                      f"{fmt(r['fci'], '.6f')} | {fmt(r['ccsd_t_error_mha'], '.2f')} | "
-                     f"{fmt(r['nnqs_error_mha'], '.2f')} | {r['wall_minutes']:.1f} |")
+                     f"{fmt(r['nnqs_error_mha'], '.2f')} | {r['wall_minutes']:.1f} | "
+                     f"{fmt(r.get('cpu_minutes'), '.1f')} |")
     return "\n".join(lines) + "\n"
 
 

@@ -118,7 +118,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         row = {"bond_length": float(r), "energy": result["energy"], "energy_stderr": result["energy_stderr"],
                "energy_exact_variational": result["energy_exact_variational"],
                "references": result["references"], "error_vs_fci_mha": result["error_vs_fci_mha"],
-               "wall_seconds": result["wall_seconds"], "steps": result["steps"]}
+               "wall_seconds": result["wall_seconds"], "start_seconds": result["start_seconds"],
+               "evaluation_seconds": result["evaluation_seconds"], "cpu_seconds": result["cpu_seconds"],
+               "steps": result["steps"]}
         rows.append(row)
         logging.info("r = %.3f A: E = %.6f, error vs FCI %.3f mHa", r, row["energy"], row["error_vs_fci_mha"])
         write_json(out / "dissociation.json", {"config": base.to_dict(), "points": rows})

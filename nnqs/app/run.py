@@ -165,7 +165,8 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     model = build_model(config.model, system).to(config.run.device)
     trainer = Trainer(model, H, config.optim, config.sampler, seed=config.run.seed, comm=comm)
 
-    wall_before = start_seconds = 0.0
+    wall_before = start_seconds = cpu_before = 0.0
+    cpu_began = time.process_time()
     if resume:
         try:
             trainer.load_state_dict(state["trainer"])
@@ -174,6 +175,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
             raise ConfigError(f"--resume: {ckpt_path} does not match this config ({first})") from None
         wall_before = float(state["wall_seconds"])
         start_seconds = float(state.get("start_seconds", 0.0))  # absent in checkpoints older than the field
+        cpu_before = float(state.get("cpu_seconds", 0.0))
         p_hf = float(state["p_hf"])
         log.info("resumed from %s at step %d", ckpt_path, trainer.step)
     else:
@@ -199,6 +201,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
         save_checkpoint(ckpt_path, {
             "trainer": trainer.state_dict(), "config": config.to_dict(), "p_hf": p_hf,
             "wall_seconds": wall_before + time.perf_counter() - start, "start_seconds": start_seconds,
+            "cpu_seconds": cpu_before + time.process_time() - cpu_began,
         })
         last_checkpoint[0] = time.perf_counter()
 
@@ -226,6 +229,9 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     result = _final_result(config, system, trainer, refs, p_hf, wall_before + time.perf_counter() - start)
     result["stopped_early"] = converged
     result["start_seconds"] = start_seconds
+    # This process's CPU time (all its threads), start and evaluation included: with one thread,
+    # the wall time the run takes on a core of its own, whatever else shares the machine.
+    result["cpu_seconds"] = cpu_before + time.process_time() - cpu_began
     if main:
         result["variance_extrapolation"] = variance_extrapolation(metrics.column("energy"), metrics.column("variance"))
         write_json(out / "result.json", result)

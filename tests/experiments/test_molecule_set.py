@@ -21,6 +21,7 @@ def test_the_set_runs_the_defaults_and_writes_its_table(tmp_path):
     expected = molecule_set.default_config(molecule_set.molecule_set()["h2"][1], steps=3).to_dict()
     assert result["config"] == json.loads(json.dumps(expected))
     assert rows[0]["nnqs_error_mha"] == pytest.approx(result["error_vs_fci_mha"])
+    assert rows[0]["cpu_minutes"] == pytest.approx(result["cpu_seconds"] / 60) and result["cpu_seconds"] > 0
     saved = json.loads((out / "molecule_set.json").read_text())
     assert saved["rows"] == rows and "molecule" not in saved["settings"]
     assert "| h2 | STO-3G set | 4 | 4 |" in (out / "molecule_set.md").read_text()

@@ -12,7 +12,7 @@ import torch
 from hamiltonians import from_pyscf, write_fcidump
 from nnqs.app import cli
 from nnqs.app.run import run
-from nnqs.app.io import load_checkpoint
+from nnqs.app.io import load_checkpoint, save_checkpoint
 from nnqs.app.runconfig import ConfigError, config_from_dict, load_config
 from tests.nnqs.app.helpers import H2, TINY, shift_fcidump_value
 
@@ -86,6 +86,19 @@ def test_resume_equals_uninterrupted_run(tmp_path, settings, stop):
     assert resumed["energy"] == full["energy"] and resumed["n_unique"] == full["n_unique"]
     rows = list(csv.DictReader((tmp_path / "split" / "metrics.csv").open()))
     assert [int(r["step"]) for r in rows] == list(range(6))
+
+
+def test_cpu_seconds_carry_across_a_resume(tmp_path):
+    """result.json's cpu_seconds is the whole run's: the checkpoint's count plus this process's."""
+    config = config_from_dict(TINY)
+    run(config, tmp_path / "split", stop_after=3, progress=False)
+    path = tmp_path / "split" / "checkpoint.pt"
+    state = load_checkpoint(path)
+    assert state["cpu_seconds"] > 0
+    state["cpu_seconds"] = 1000.0
+    save_checkpoint(path, state)
+    resumed = run(config, tmp_path / "split", resume=True, progress=False)
+    assert 1000.0 < resumed["cpu_seconds"] < 1000.0 + 600.0
 
 
 def test_two_phase_run_switches_to_minsr(tmp_path):
