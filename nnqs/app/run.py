@@ -194,6 +194,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     start = time.perf_counter()
     last_checkpoint = [start]
     converged = False
+    first = config.optim.stop_from  # the stopping rule looks at the last regime's steps only
 
     def checkpoint() -> None:
         if not main:
@@ -214,7 +215,6 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
         due = time.perf_counter() - last_checkpoint[0] >= config.run.checkpoint_seconds
         if trainer.step % config.run.checkpoint_every == 0 or trainer.step == target or due:
             checkpoint()
-        first = config.optim.stop_from
         if config.optim.stop_window and comm.broadcast_object(main and has_stopped_improving(
                 metrics.column("energy")[first:], metrics.column("stderr")[first:], config.optim.stop_window,
                 config.optim.stop_tolerance)):
