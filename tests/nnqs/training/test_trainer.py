@@ -146,6 +146,11 @@ def test_adamw_then_minsr_schedule():
     assert short.adamw_phase == 10 and {method_at(s, short) for s in range(10)} == {"adamw"}
     assert learning_rate(0, short) == pytest.approx(1e-3)
     assert OptimConfig(steps=10, method="adamw", adamw_steps=5).adamw_phase == 10
+    # The stopping rule looks at the last regime only: after AdamW (minSR runs) and the coarse phase.
+    assert OptimConfig(steps=100, method="minsr", adamw_steps=40).stop_from == 40
+    assert OptimConfig(steps=100, method="minsr", adamw_steps=40, coarse_steps=70).stop_from == 70
+    assert OptimConfig(steps=100, method="adamw", adamw_steps=40).stop_from == 0
+    assert OptimConfig(steps=100, method="adamw", coarse_steps=30).stop_from == 30
     with pytest.raises(ValueError, match="adamw_steps"):
         OptimConfig(adamw_steps=-1)
 
