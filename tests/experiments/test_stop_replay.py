@@ -9,8 +9,7 @@ import pytest
 from experiments import stop_replay
 from nnqs.app.runconfig import config_from_dict
 from nnqs.training.convergence import has_stopped_improving
-
-H2 = {"name": "h2", "geometry": "H 0 0 0; H 0 0 0.7414", "basis": "sto-3g"}
+from tests.nnqs.app.helpers import H2
 
 
 def fake_run(folder, energies, *, adamw_steps: int, fci: float, stderr: float = 1e-4):
