@@ -27,27 +27,26 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from experiments.molecule_set import default_config, molecule_set  # noqa: E402
-from hamiltonians.ci import pt2_selection, subspace_state  # noqa: E402
+from hamiltonians.ci import selected_ci, subspace_state  # noqa: E402
 from nnqs.app.io import write_json  # noqa: E402
 from nnqs.app.runconfig import load_config  # noqa: E402
 from nnqs.app.system import build_system  # noqa: E402
 
 
 def sci_curve(H, reference: torch.Tensor, max_determinants: int, exact: float | None) -> list[dict]:
-    """Rows ``{"determinants", "energy", "error_mha", "seconds"}`` from HF (``reference``
-    ``[2N]``) doubling to at least ``max_determinants``; ``error_mha`` against ``exact`` (None
-    without one)."""
+    """Rows ``{"determinants", "energy", "error_mha", "seconds"}``, one per round of
+    :func:`hamiltonians.ci.selected_ci` from HF (``reference`` ``[2N]``) to ``max_determinants``;
+    ``error_mha`` against ``exact`` (None without one)."""
     reference = reference.to(torch.uint8)
-    state = subspace_state(H, reference[None], reference)
     begin, rows = time.perf_counter(), []
-    while state.dets.shape[0] < max_determinants:
-        new = pt2_selection(H, state, state.dets.shape[0])
-        if new.shape[0] == 0:   # the whole space
-            break
-        state = subspace_state(H, torch.cat((state.dets, new)), reference)
+
+    def record(state) -> None:
         rows.append({"determinants": int(state.dets.shape[0]), "energy": state.energy,
                      "error_mha": None if exact is None else 1e3 * (state.energy - exact),
                      "seconds": time.perf_counter() - begin})
+
+    selected_ci(H, subspace_state(H, reference[None], reference), max_determinants=max_determinants,
+                on_round=record)
     return rows
 
 

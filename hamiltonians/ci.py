@@ -26,6 +26,7 @@ pretraining.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -162,11 +163,13 @@ def pt2_selection(H, state: CIState, n_new: int, *, parents: int = 1024) -> torc
     return occ[keep]
 
 
-def selected_ci(H, start: CIState, *, max_determinants: int, growth: float = 2.0, parents: int = 1024) -> CIState:
+def selected_ci(H, start: CIState, *, max_determinants: int, growth: float = 2.0, parents: int = 1024,
+                on_round: Callable[[CIState], None] | None = None) -> CIState:
     """CIPSI from ``start``: add the ``(growth - 1) * D`` best determinants by
     :func:`pt2_selection` and rediagonalise, until the space holds ``max_determinants`` (or
     nothing is left to add). The reference (``start.dets[0]``) stays first; the energy falls
-    variationally at every step."""
+    variationally at every step. ``on_round(state)``, if given, sees the state after every
+    round (an energy-against-size curve)."""
     if growth <= 1 or max_determinants < 1:
         raise ValueError(f"growth must be > 1 and max_determinants >= 1, got {growth}, {max_determinants}")
     state = start
@@ -176,4 +179,6 @@ def selected_ci(H, start: CIState, *, max_determinants: int, growth: float = 2.0
         if new.shape[0] == 0:
             break
         state = subspace_state(H, torch.cat((state.dets, new)), state.dets[0])
+        if on_round is not None:
+            on_round(state)
     return state

@@ -19,7 +19,7 @@ def test_the_curve_falls_to_fci_as_the_space_doubles(tmp_path):
     assert json.loads(out.read_text()) == result and result["exact_method"] == "fci"
     rows = result["rows"]
     sizes, errors = [r["determinants"] for r in rows], np.array([r["error_mha"] for r in rows])
-    assert sizes[:3] == [2, 4, 8]                  # doubling from HF
+    assert sizes[:3] == [3, 7, 15]                 # doubling from HF: D -> 2D + 1
     assert np.all(np.diff(errors) <= 1e-9)         # variational: never rises as the space grows
     assert errors[0] > 10 and errors.min() >= -1e-7
     # grown until nothing is left to add: H2O / STO-3G has 441 determinants, the last row is FCI
