@@ -16,4 +16,5 @@ def test_bench_minsr_agrees_with_the_dense_solve(tmp_path, dtype, tolerance):
     saved = json.loads(out.read_text())
     assert saved["results"] == rows and rows[0]["n_samples"] == 12 and rows[0]["dtype"] == dtype
     assert rows[0]["relative_difference"] < tolerance
+    assert rows[0]["jacobian_max_difference"] < tolerance   # against autograd row by row
     assert rows[0]["direction_norm"] > 0
