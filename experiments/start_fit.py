@@ -43,7 +43,7 @@ from nnqs.wavefunction.tokens import occupations_to_tokens  # noqa: E402
 
 FIELDS = {"steps": int, "lr": float, "final_lr_ratio": float, "max_determinants": int, "phase_steps": int,
           "phase_lr": float, "phase_max_determinants": int, "phase_weight_power": float,
-          "phase_warmup": int}
+          "phase_warmup": int, "tail": int}
 
 
 def parse_variant(spec: str) -> tuple[str, dict]:

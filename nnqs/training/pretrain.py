@@ -57,6 +57,18 @@ def _largest(tokens: torch.Tensor, c: torch.Tensor, k: int | None) -> tuple[torc
     return tokens[top], c[top] / kept, float(kept.square() / c.norm().square())
 
 
+def _tail_sampler(tokens: torch.Tensor, c: torch.Tensor, k: int, draws: int):
+    """A function drawing ``draws`` rows of ``tokens`` ``[D, N]`` outside the ``k`` largest-``|c|``
+    (with replacement, with probability ``|c_x|^2`` renormalised over them), or ``None`` when
+    there are no draws or no such rows."""
+    if draws <= 0 or tokens.shape[0] <= k:
+        return None
+    rest = torch.argsort(c.abs(), descending=True)[k:]
+    rest_tokens, prob = tokens[rest], (c[rest].abs() ** 2).to(torch.float64).cpu()
+    generator = torch.Generator().manual_seed(0)
+    return lambda: rest_tokens[torch.multinomial(prob, draws, replacement=True, generator=generator).to(tokens.device)]
+
+
 def fit_phases(model, tokens: torch.Tensor, coefficients: torch.Tensor, *, steps: int = PHASE_STEPS,
                lr: float = 1e-2, max_determinants: int | None = PHASE_DETERMINANTS, weight_power: float = 1.0,
                warmup: int = PHASE_WARMUP) -> None:
@@ -113,6 +125,7 @@ def pretrain_to_state(
     max_determinants: int | None = None,
     final_lr_ratio: float = 1.0,
     phase_steps: int = PHASE_STEPS,
+    tail: int = 0,
 ) -> float:
     """Fit ``model`` to the real or complex wavefunction ``coefficients`` ``[D]`` on ``tokens``
     ``[D, N]``; returns the fidelity with the whole target.
@@ -125,6 +138,12 @@ def pretrain_to_state(
     target only (the ones carrying most of its weight, renormalised), so each Adam step costs
     one pass over at most that many; ``None`` fits all ``D``.
 
+    ``tail``: with ``max_determinants``, also draw this many of the other determinants each step
+    (with replacement, with probability ``|c_x|^2``; a fixed seed, the global random stream is
+    left alone), so the cross-entropy is an unbiased estimate of the whole target's rather than
+    that of its largest determinants renormalised: the fit then also learns the weight outside
+    them instead of pushing it to zero.
+
     ``final_lr_ratio``: the amplitudes' learning rate decays from ``lr`` to
     ``lr * final_lr_ratio`` over ``steps`` on a cosine (1: constant).
     """
@@ -136,6 +155,9 @@ def pretrain_to_state(
         log.info("amplitudes fitted on the %d largest of %d determinants (%.6f of the weight)", tokens.shape[0],
                  full_c.shape[0], kept)
     weight = (c.abs() ** 2 / (c.abs() ** 2).sum()).to(model.dtype)
+    rest = _tail_sampler(full_tokens, full_c, tokens.shape[0], tail)
+    if rest is not None:
+        weight = weight * kept   # the largest determinants' share of the whole target
     params = [p for name, p in model.named_parameters() if not name.startswith("phase_net.") and p.requires_grad]
     optimizer = torch.optim.Adam(params, lr=lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: cosine_schedule(step, 0, steps, final_lr_ratio))
@@ -153,6 +175,8 @@ def pretrain_to_state(
         if reached >= target_fidelity:
             break
         loss = -(weight * log_p).sum()
+        if rest is not None:
+            loss = loss - (1.0 - kept) * model.log_prob(rest(), validate=False).mean()
         loss.backward()
         optimizer.step()
         schedule.step()

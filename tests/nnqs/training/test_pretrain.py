@@ -1,10 +1,11 @@
 import pytest
+import scipy.stats
 import torch
 
 from hamiltonians import from_pyscf
 from hamiltonians.ci import cisd
 from nnqs.training.estimators import exact_variational_energy
-from nnqs.training.pretrain import fidelity, pretrain_to_state
+from nnqs.training.pretrain import _tail_sampler, fidelity, pretrain_to_state
 from nnqs.wavefunction.tokens import occupations_to_tokens
 from tests.models import make_model
 
@@ -40,6 +41,36 @@ def test_fit_on_the_largest_determinants_reports_the_fidelity_with_the_whole_tar
     on_top = fidelity(model, tokens[top], c[top] / c[top].norm())
     assert after == fidelity(model, tokens, c)
     assert on_top > 0.99 and after < on_top  # the fit saw only the 4 largest; the rest of the weight is missed
+
+
+def test_tail_draws_let_the_fit_learn_the_weight_outside_the_largest_determinants():
+    """With the 4 largest determinants alone the whole-target fidelity stops near their weight
+    (the cross-entropy on them, renormalised, pushes the rest to zero); drawing 16 of the others
+    per step by their weight takes it well past."""
+    _, tokens, c, model = lih_cisd_and_model(seed=1)
+    kept = float(c[torch.argsort(c.abs(), descending=True)[:4]].norm() ** 2 / c.norm() ** 2)
+    without = pretrain_to_state(model, tokens, c, steps=150, lr=1e-2, target_fidelity=0.9999, max_determinants=4)
+    _, _, _, model = lih_cisd_and_model(seed=1)
+    with_tail = pretrain_to_state(model, tokens, c, steps=150, lr=1e-2, target_fidelity=0.9999, max_determinants=4,
+                                  tail=16)
+    assert kept < 0.995 and without < kept + 1e-3          # measured: 0.99431, 0.99500
+    assert 1 - with_tail < 0.2 * (1 - without)             # measured: 0.99953
+
+
+def test_tail_draws_follow_the_weights_outside_the_largest():
+    """The tail sampler never draws the k largest and draws the others by |c|^2 (chi-squared)."""
+    g = torch.Generator().manual_seed(3)
+    c = torch.randn(12, generator=g, dtype=torch.float64)
+    tokens = torch.arange(12)[:, None]                        # row i is "determinant" i
+    draw = _tail_sampler(tokens, c, 4, 20000)
+    counts = torch.bincount(draw()[:, 0], minlength=12).double()
+    top = torch.argsort(c.abs(), descending=True)
+    assert counts[top[:4]].sum() == 0
+    rest = top[4:]
+    expected = 20000 * c[rest] ** 2 / (c[rest] ** 2).sum()
+    chi2 = float(((counts[rest] - expected) ** 2 / expected).sum())
+    assert chi2 < scipy.stats.chi2.ppf(0.999, df=len(rest) - 1)
+    assert _tail_sampler(tokens, c, 4, 0) is None and _tail_sampler(tokens, c, 12, 5) is None
 
 
 def test_auto_start_picks_cisd_or_cisd_cas_by_the_hf_weight(caplog):
