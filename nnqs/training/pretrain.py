@@ -272,7 +272,8 @@ def pretrain(model, H, settings: OptimConfig, *, hf_occupation: torch.Tensor, or
         state = start_state(H, settings, hf_occupation=hf_occupation, order=order)
         tokens = occupations_to_tokens(state.dets.long())
         value = pretrain_to_state(model, tokens, state.coefficients, steps=settings.pretrain_steps,
-                                  max_determinants=settings.pretrain_max_determinants or None)
+                                  max_determinants=settings.pretrain_max_determinants or None,
+                                  tail=settings.pretrain_tail)
         log.info("%s start: E = %.8f over %d determinants, fidelity %.5f", settings.pretrain, state.energy,
                  state.dets.shape[0], value)
     return value

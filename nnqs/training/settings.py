@@ -98,6 +98,9 @@ class OptimConfig:
             fit's cost on large CI spaces
             (CISD of N2/cc-pVDZ with a frozen core has 15,436 determinants; its largest 1024
             carry 0.9945 of the weight).
+        pretrain_tail: with ``pretrain_max_determinants``, also draw this many of the other
+            determinants per fit step by their weight (:func:`nnqs.training.pretrain.pretrain_to_state`'s
+            ``tail``), so the fit learns the weight outside the largest instead of dropping it.
         local_energy: ``"exact"`` (every connected configuration), ``"truncated"`` (the sampled
             ones, and the others with ``|H_{x x'}| >= local_energy_threshold``) or
             ``"sampled"`` (only the sampled ones); see :func:`hamiltonians.local_energy`.
@@ -151,6 +154,7 @@ class OptimConfig:
     pretrain_cas: tuple[int, ...] = ()
     pretrain_steps: int = 1000
     pretrain_max_determinants: int = 1024
+    pretrain_tail: int = 512
     pretrain_sci_determinants: int = 8192
     pretrain_min_fidelity: float = 0.5
     local_energy: str = "truncated"
@@ -200,9 +204,9 @@ class OptimConfig:
                              f"({self.stop_tolerance}) > 0")
         if self.pretrain_sci_determinants < 1:
             raise ValueError(f"pretrain_sci_determinants must be >= 1, got {self.pretrain_sci_determinants}")
-        if self.pretrain_steps < 0 or self.pretrain_max_determinants < 0:
-            raise ValueError(f"pretrain_steps ({self.pretrain_steps}) and pretrain_max_determinants "
-                             f"({self.pretrain_max_determinants}) must be >= 0")
+        if self.pretrain_steps < 0 or self.pretrain_max_determinants < 0 or self.pretrain_tail < 0:
+            raise ValueError(f"pretrain_steps ({self.pretrain_steps}), pretrain_max_determinants "
+                             f"({self.pretrain_max_determinants}) and pretrain_tail ({self.pretrain_tail}) must be >= 0")
 
     @property
     def adamw_phase(self) -> int:
