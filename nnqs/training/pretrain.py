@@ -48,25 +48,26 @@ def fidelity(model, tokens: torch.Tensor, coefficients: torch.Tensor) -> float:
     return float((coefficients.to(psi).conj() * psi).sum().abs() ** 2)
 
 
-def _largest(tokens: torch.Tensor, c: torch.Tensor, k: int | None) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """The ``k`` largest-``|c|`` rows (all for ``None``), renormalised, and the weight they held."""
+def _largest(tokens: torch.Tensor, c: torch.Tensor, k: int | None) -> tuple[torch.Tensor, torch.Tensor, float, torch.Tensor]:
+    """The ``k`` largest-``|c|`` rows (all for ``None``), renormalised, the weight they held, and
+    the indices of the other rows (empty when all are kept)."""
     if k is None or tokens.shape[0] <= k:
-        return tokens, c, 1.0
-    top = torch.argsort(c.abs(), descending=True)[:k]
+        return tokens, c, 1.0, torch.zeros(0, dtype=torch.long, device=tokens.device)
+    order = torch.argsort(c.abs(), descending=True)
+    top, rest = order[:k], order[k:]
     kept = c[top].norm()
-    return tokens[top], c[top] / kept, float(kept.square() / c.norm().square())
+    return tokens[top], c[top] / kept, float(kept.square() / c.norm().square()), rest
 
 
-def _tail_sampler(tokens: torch.Tensor, c: torch.Tensor, k: int, draws: int):
-    """A function drawing ``draws`` rows of ``tokens`` ``[D, N]`` outside the ``k`` largest-``|c|``
-    (with replacement, with probability ``|c_x|^2`` renormalised over them), or ``None`` when
-    there are no draws or no such rows."""
-    if draws <= 0 or tokens.shape[0] <= k:
+def _tail_sampler(tokens: torch.Tensor, c: torch.Tensor, draws: int):
+    """A function drawing ``draws`` rows of ``tokens`` ``[D, N]`` (with replacement, with
+    probability ``|c_x|^2`` renormalised over them), or ``None`` when there are no draws or no
+    rows."""
+    if draws <= 0 or tokens.shape[0] == 0:
         return None
-    rest = torch.argsort(c.abs(), descending=True)[k:]
-    rest_tokens, prob = tokens[rest], (c[rest].abs() ** 2).to(torch.float64).cpu()
+    prob = (c.abs() ** 2).to(torch.float64).cpu()
     generator = torch.Generator().manual_seed(0)
-    return lambda: rest_tokens[torch.multinomial(prob, draws, replacement=True, generator=generator).to(tokens.device)]
+    return lambda: tokens[torch.multinomial(prob, draws, replacement=True, generator=generator).to(tokens.device)]
 
 
 def fit_phases(model, tokens: torch.Tensor, coefficients: torch.Tensor, *, steps: int = PHASE_STEPS,
@@ -94,7 +95,7 @@ def fit_phases(model, tokens: torch.Tensor, coefficients: torch.Tensor, *, steps
     params = [p for p in model.phase_net.parameters() if p.requires_grad]
     if not params or steps <= 0:
         return
-    tokens, c, _ = _largest(tokens, coefficients, max_determinants)
+    tokens, c, _, _ = _largest(tokens, coefficients, max_determinants)
     tokens = tokens.to(model.device)
     weight = c.abs() ** weight_power
     weight = (weight / weight.sum()).to(device=model.device, dtype=model.dtype)
@@ -150,12 +151,12 @@ def pretrain_to_state(
     full_tokens, full_c = tokens.to(model.device), coefficients.to(model.device)
     check_tokens(full_tokens, model.n_orbitals)  # once: the passes below skip the check
     fit_phases(model, full_tokens, full_c, steps=phase_steps)
-    tokens, c, kept = _largest(full_tokens, full_c, max_determinants)
+    tokens, c, kept, outside = _largest(full_tokens, full_c, max_determinants)
     if tokens.shape[0] < full_tokens.shape[0]:
         log.info("amplitudes fitted on the %d largest of %d determinants (%.6f of the weight)", tokens.shape[0],
                  full_c.shape[0], kept)
     weight = (c.abs() ** 2 / (c.abs() ** 2).sum()).to(model.dtype)
-    rest = _tail_sampler(full_tokens, full_c, tokens.shape[0], tail)
+    rest = _tail_sampler(full_tokens[outside], full_c[outside], tail)
     if rest is not None:
         weight = weight * kept   # the largest determinants' share of the whole target
     params = [p for name, p in model.named_parameters() if not name.startswith("phase_net.") and p.requires_grad]

@@ -5,7 +5,7 @@ import torch
 from hamiltonians import from_pyscf
 from hamiltonians.ci import cisd
 from nnqs.training.estimators import exact_variational_energy
-from nnqs.training.pretrain import _tail_sampler, fidelity, pretrain_to_state
+from nnqs.training.pretrain import _largest, _tail_sampler, fidelity, pretrain_to_state
 from nnqs.wavefunction.tokens import occupations_to_tokens
 from tests.models import make_model
 
@@ -62,7 +62,8 @@ def test_tail_draws_follow_the_weights_outside_the_largest():
     g = torch.Generator().manual_seed(3)
     c = torch.randn(12, generator=g, dtype=torch.float64)
     tokens = torch.arange(12)[:, None]                        # row i is "determinant" i
-    draw = _tail_sampler(tokens, c, 4, 20000)
+    _, _, _, outside = _largest(tokens, c, 4)
+    draw = _tail_sampler(tokens[outside], c[outside], 20000)
     counts = torch.bincount(draw()[:, 0], minlength=12).double()
     top = torch.argsort(c.abs(), descending=True)
     assert counts[top[:4]].sum() == 0
@@ -70,7 +71,9 @@ def test_tail_draws_follow_the_weights_outside_the_largest():
     expected = 20000 * c[rest] ** 2 / (c[rest] ** 2).sum()
     chi2 = float(((counts[rest] - expected) ** 2 / expected).sum())
     assert chi2 < scipy.stats.chi2.ppf(0.999, df=len(rest) - 1)
-    assert _tail_sampler(tokens, c, 4, 0) is None and _tail_sampler(tokens, c, 12, 5) is None
+    _, _, _, none_outside = _largest(tokens, c, 12)
+    assert _tail_sampler(tokens[outside], c[outside], 0) is None
+    assert _tail_sampler(tokens[none_outside], c[none_outside], 5) is None
 
 
 def test_auto_start_picks_cisd_or_cisd_cas_by_the_hf_weight(caplog):
