@@ -18,6 +18,7 @@ cross-entropy of ``p`` against ``|c|^2``), both with Adam.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import replace
 
 import torch
@@ -37,6 +38,13 @@ PHASE_DETERMINANTS = 8192
 PHASE_TOLERANCE = 1e-6
 #: The phase fit's learning rate rises linearly over this many first steps.
 PHASE_WARMUP = 300
+#: A phase-fit loss above this many times its best so far (and above :data:`PHASE_SPIKE_FLOOR`)
+#: for :data:`PHASE_PATIENCE` steps running means Adam jumped out of the basin for good; the fit
+#: goes back to its best parameters at half the learning rate. Shorter spikes are common and
+#: recover by themselves (halving at each of those slowed LiH's fit from 1e-6 to 1e-4).
+PHASE_SPIKE = 10.0
+PHASE_SPIKE_FLOOR = 1e-3
+PHASE_PATIENCE = 100
 #: The fit logs its progress every this many amplitude steps (five times as many phase steps).
 PROGRESS_EVERY = 100
 
@@ -72,7 +80,7 @@ def _tail_sampler(tokens: torch.Tensor, c: torch.Tensor, draws: int):
 
 def fit_phases(model, tokens: torch.Tensor, coefficients: torch.Tensor, *, steps: int = PHASE_STEPS,
                lr: float = 1e-2, max_determinants: int | None = PHASE_DETERMINANTS, weight_power: float = 1.0,
-               warmup: int = PHASE_WARMUP) -> None:
+               warmup: int = PHASE_WARMUP) -> float:
     """Fit the phase network alone to ``arg c`` on the ``max_determinants`` largest-``|c|`` of
     ``tokens`` ``[D, N]``: Adam on ``sum_x |c_x|^weight_power (1 - cos(phi(x) - arg c_x))``, the
     learning rate decaying on a cosine to 1 % over ``steps``, or until the loss is below
@@ -91,28 +99,63 @@ def fit_phases(model, tokens: torch.Tensor, coefficients: torch.Tensor, *, steps
     N2 / STO-3G at 1.77 A (selected CI, 8192 determinants) never left a loss of ~1 without it
     (sign error 33 mHa at 1e-2) and reaches a sign error of 0.009 mHa with 300 warm-up steps,
     C2 goes from 1.50 to 0.050 mHa; H10 from 1.07 to 1.63 mHa, the price of the safer start.
+
+    Returns the lowest loss reached; the network ends with the parameters that reached it. Adam
+    can still jump out of a converged basin late in the fit (O2 / STO-3G, seed 0: loss 2.8e-4
+    at step 500, 1.4 from step 1500 on, which left half the weight with wrong signs and trapped
+    the VMC run 14.9 mHa above FCI): a loss :data:`PHASE_SPIKE` times the best so far for
+    :data:`PHASE_PATIENCE` steps sends the parameters back to the best and halves the learning rate.
     """
     params = [p for p in model.phase_net.parameters() if p.requires_grad]
     if not params or steps <= 0:
-        return
+        return math.nan
     tokens, c, _, _ = _largest(tokens, coefficients, max_determinants)
     tokens = tokens.to(model.device)
     weight = c.abs() ** weight_power
     weight = (weight / weight.sum()).to(device=model.device, dtype=model.dtype)
     angle = torch.angle(c.to(torch.complex128)).to(device=model.device, dtype=model.dtype)
+
+    def loss_of_phases() -> torch.Tensor:
+        return (weight * (1 - torch.cos(model.phase(tokens, validate=False) - angle))).sum()
+
     optimizer = torch.optim.Adam(params, lr=lr)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: cosine_schedule(step, warmup, steps, 0.01))
+    scale = [1.0]   # halved at each spike
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: scale[0] * cosine_schedule(step, warmup, steps, 0.01))
+    best, best_params = math.inf, [p.detach().clone() for p in params]
+    above = 0   # steps in a row far above the best
     for step in range(steps):
         optimizer.zero_grad()
-        loss = (weight * (1 - torch.cos(model.phase(tokens, validate=False) - angle))).sum()
+        loss = loss_of_phases()
         value = float(loss.detach())
         if step % (5 * PROGRESS_EVERY) == 0:
             log.info("start fit: phase step %d/%d on %d determinants, loss %.3g", step, steps, tokens.shape[0], value)
+        if value < best:
+            best = value
+            for kept, p in zip(best_params, params):
+                kept.copy_(p.detach())
+        above = above + 1 if value > max(PHASE_SPIKE * best, PHASE_SPIKE_FLOOR) else 0
+        if above >= PHASE_PATIENCE:
+            _restore(params, best_params)
+            scale[0] *= 0.5
+            above = 0
+            log.warning("start fit: phase loss %.3g, above %g x its best %.3g for %d steps at step %d; back to "
+                        "the best parameters at %g x the learning rate", value, PHASE_SPIKE, best, PHASE_PATIENCE,
+                        step, scale[0])
+            continue
         if value < PHASE_TOLERANCE:  # every weighted phase within ~1e-3 rad
             break
         loss.backward()
         optimizer.step()
         schedule.step()
+    _restore(params, best_params)
+    return best
+
+
+def _restore(params: list[torch.Tensor], values: list[torch.Tensor]) -> None:
+    with torch.no_grad():
+        for p, v in zip(params, values):
+            p.copy_(v)
 
 
 def pretrain_to_state(
