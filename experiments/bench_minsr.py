@@ -5,7 +5,9 @@ d_model 32, 4 layers, phase MLP 2 x 128) and U random valid configurations, this
 side in one run:
 
 * ``nnqs.training.sr.log_psi_jacobian`` (per-sample ``d log psi / d theta``: one ``vmap(grad)``
-  per network) against ``log_psi_jacobian_reference`` (autograd, one sample at a time);
+  per network, the attention written out) against the same with the fused attention kernel
+  (``explicit=False``: its backward has no ``vmap`` batching rule) and against
+  ``log_psi_jacobian_reference`` (autograd, one sample at a time);
 * ``nnqs.training.sr.minsr_direction`` (each half of the Jacobian on its own nonzero columns);
 * ``nnqs.training.sr.minsr_direction_reference`` (the dense ``2U x 2U`` Gram matrix of the docstring),
 * ``minsr_direction`` on the Jacobian cast to float64 (the Gram matrix in float64),
@@ -45,6 +47,7 @@ def measure(model, n_samples: int, repeats: int, seed: int) -> dict:
     tokens = random_valid_tokens(model.constraint, n_samples, generator=g)
     cpu = torch.device("cpu")
     jac, t_jac, _ = best_of(cpu, repeats, lambda: log_psi_jacobian(model, tokens))
+    jac_fused, t_jac_fused, _ = best_of(cpu, repeats, lambda: log_psi_jacobian(model, tokens, explicit=False))
     jac_ref, t_jac_ref, _ = best_of(cpu, 1, lambda: log_psi_jacobian_reference(model, tokens))
     e_loc = torch.complex(torch.randn(n_samples, generator=g, dtype=torch.float64),
                           torch.randn(n_samples, generator=g, dtype=torch.float64))
@@ -56,7 +59,10 @@ def measure(model, n_samples: int, repeats: int, seed: int) -> dict:
     _, t_wide, _ = best_of(cpu, repeats, lambda: minsr_direction(wide, e_loc, weights))
     return {
         "n_samples": n_samples, "n_parameters": jac.shape[2],
-        "jacobian_seconds": t_jac, "jacobian_reference_seconds": t_jac_ref, "jacobian_speedup": t_jac_ref / t_jac,
+        "jacobian_seconds": t_jac, "jacobian_fused_attention_seconds": t_jac_fused,
+        "fused_over_written_out": t_jac_fused / t_jac,
+        "jacobian_fused_max_difference": float((jac - jac_fused).abs().max()),
+        "jacobian_reference_seconds": t_jac_ref, "jacobian_speedup": t_jac_ref / t_jac,
         "jacobian_max_difference": float((jac - jac_ref).abs().max()), "solve_seconds": t_fast, "reference_solve_seconds": t_slow,
         "solve_float64_seconds": t_wide, "float64_over_dtype": t_wide / t_fast,
         "speedup": t_slow / t_fast,
@@ -80,10 +86,11 @@ def main(argv=None) -> list[dict]:
         n_orbitals=10, n_alpha=7, n_beta=7, d_model=32, n_layers=4, n_heads=4, phase_hidden=(128, 128),
         dtype=args.dtype))
     rows = [measure(model, int(u), args.repeats, args.seed) for u in args.samples.split(",")]
-    print(f"{'U':>6} {'P':>7} {'jacobian s':>11} {'autograd s':>10} {'solve s':>8} {'float64 s':>9} {'dense s':>8} {'speedup':>8} "
+    print(f"{'U':>6} {'P':>7} {'jacobian s':>11} {'fused s':>8} {'autograd s':>10} {'solve s':>8} {'float64 s':>9} {'dense s':>8} {'speedup':>8} "
           f"{'rel diff':>9}")
     for r in rows:
         print(f"{r['n_samples']:6d} {r['n_parameters']:7d} {r['jacobian_seconds']:11.2f} "
+              f"{r['jacobian_fused_attention_seconds']:8.2f} "
               f"{r['jacobian_reference_seconds']:10.2f} {r['solve_seconds']:8.2f} "
               f"{r['solve_float64_seconds']:9.2f} "
               f"{r['reference_solve_seconds']:8.2f} {r['speedup']:8.2f} {r['relative_difference']:9.1e}")

@@ -16,13 +16,16 @@ which costs ``O(U^2 P)`` instead of ``O(P^3)``. The plain energy gradient is ``2
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch.func import grad, vmap
 
 from nnqs.parallel.comm import LOCAL, Communicator
+from nnqs.wavefunction.attention import explicit_attention
 
 
-def log_psi_jacobian(model, tokens: torch.Tensor, *, chunk: int = 512) -> torch.Tensor:
+def log_psi_jacobian(model, tokens: torch.Tensor, *, chunk: int = 512, explicit: bool = True) -> torch.Tensor:
     """Per-sample ``d log psi / d theta`` of every trainable parameter, stacked real/imag.
 
     The real part ``0.5 log p`` depends only on the Transformer and the imaginary part ``phi``
@@ -33,9 +36,15 @@ def log_psi_jacobian(model, tokens: torch.Tensor, *, chunk: int = 512) -> torch.
     back-propagates both outputs through both networks.) :func:`log_psi_jacobian_reference` is
     the same, one sample and one part at a time by autograd.
 
+    The attention runs written out (:func:`nnqs.wavefunction.attention.explicit_attention`):
+    the fused CPU kernel's backward has no ``vmap`` batching rule, and its per-sample fallback
+    is slower (``experiments/bench_minsr.py`` times both).
+
     Args:
         model: a ``TransformerWavefunction``.
         tokens: ``[U, N]``.
+        chunk: samples per ``vmap`` call.
+        explicit: use the written-out attention (``False``: the fused kernel, for comparison).
 
     Returns:
         ``[U, 2, P]`` in the parameters' dtype: ``[:, 0]`` the real part (``0.5 d log p``),
@@ -54,16 +63,17 @@ def log_psi_jacobian(model, tokens: torch.Tensor, *, chunk: int = 512) -> torch.
 
     sizes = [p.numel() for _, p in named]
     jac = torch.zeros(tokens.shape[0], 2, sum(sizes), dtype=model.dtype, device=tokens.device)
-    for start in range(0, tokens.shape[0], chunk):
-        batch = tokens[start : start + chunk]
-        rows = slice(start, start + batch.shape[0])
-        parts = [vmap(grad(real), in_dims=(None, 0))(amplitude, batch) if amplitude else {},
-                 vmap(grad(imag), in_dims=(None, 0))(phase, batch) if phase else {}]
-        offset = 0
-        for (name, _), ph, size in zip(named, in_phase, sizes):
-            key = name.removeprefix("phase_net.") if ph else name
-            jac[rows, int(ph), offset : offset + size] = parts[int(ph)][key].flatten(1)
-            offset += size
+    with explicit_attention(model) if explicit else contextlib.nullcontext():
+        for start in range(0, tokens.shape[0], chunk):
+            batch = tokens[start : start + chunk]
+            rows = slice(start, start + batch.shape[0])
+            parts = [vmap(grad(real), in_dims=(None, 0))(amplitude, batch) if amplitude else {},
+                     vmap(grad(imag), in_dims=(None, 0))(phase, batch) if phase else {}]
+            offset = 0
+            for (name, _), ph, size in zip(named, in_phase, sizes):
+                key = name.removeprefix("phase_net.") if ph else name
+                jac[rows, int(ph), offset : offset + size] = parts[int(ph)][key].flatten(1)
+                offset += size
     return jac
 
 

@@ -14,6 +14,9 @@ Grouped-query attention: query head ``h`` uses key/value head ``h // (H / H_kv)`
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -27,6 +30,32 @@ def expand_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
         return x
     b, h_kv, t, d = x.shape
     return x[:, :, None].expand(b, h_kv, groups, t, d).reshape(b, h_kv * groups, t, d)
+
+
+def causal_attention_math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``softmax(q k^T / sqrt(d) + causal mask) v`` written out, for ``[B, H, T, d]`` inputs: the
+    numbers of ``F.scaled_dot_product_attention(q, k, v, is_causal=True)`` to rounding. Under
+    ``torch.func.vmap`` its backward batches, where the fused CPU kernel's backward has no
+    batching rule and falls back to a per-sample loop (with a warning)."""
+    t = q.shape[-2]
+    scores = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
+    future = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)
+    return scores.masked_fill(future, float("-inf")).softmax(dim=-1) @ v
+
+
+@contextlib.contextmanager
+def explicit_attention(model: nn.Module) -> Iterator[None]:
+    """Inside, ``model``'s uncached full passes use :func:`causal_attention_math` instead of the
+    fused kernel (for per-sample gradients by ``vmap``; see :func:`nnqs.training.sr.log_psi_jacobian`)."""
+    layers = [m for m in model.modules() if isinstance(m, CausalSelfAttention)]
+    before = [m.explicit for m in layers]
+    for m in layers:
+        m.explicit = True
+    try:
+        yield
+    finally:
+        for m, flag in zip(layers, before):
+            m.explicit = flag
 
 
 class CausalSelfAttention(nn.Module):
@@ -47,6 +76,7 @@ class CausalSelfAttention(nn.Module):
         self.query = nn.Linear(d_model, n_heads * self.d_head, bias=bias)
         self.key_value = nn.Linear(d_model, 2 * self.n_kv_heads * self.d_head, bias=bias)
         self.out = nn.Linear(n_heads * self.d_head, d_model, bias=bias)
+        self.explicit = False   # full passes by causal_attention_math (see explicit_attention)
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
         """``x``: ``[B, T, d_model]`` -> ``[B, T, d_model]`` (see the module docstring)."""
@@ -63,11 +93,16 @@ class CausalSelfAttention(nn.Module):
             q = q.reshape(b, self.n_kv_heads, groups, self.d_head)
             y = F.scaled_dot_product_attention(q, k, v).reshape(b, self.n_heads, 1, self.d_head)
         elif start == 0:
-            y = F.scaled_dot_product_attention(q, expand_kv(k, groups), expand_kv(v, groups), is_causal=True)
+            attend = causal_attention_math if self.explicit else _fused_causal
+            y = attend(q, expand_kv(k, groups), expand_kv(v, groups))
         else:  # query i sits at position start + i and sees keys 0..start + i
             visible = torch.arange(start + t, device=x.device) <= torch.arange(start, start + t, device=x.device)[:, None]
             y = F.scaled_dot_product_attention(q, expand_kv(k, groups), expand_kv(v, groups), attn_mask=visible)
         return self.out(y.transpose(1, 2).reshape(b, t, self.n_heads * self.d_head))
+
+
+def _fused_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
 class Block(nn.Module):

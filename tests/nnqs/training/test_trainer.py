@@ -2,6 +2,7 @@
 the HF start, the NaN guard, and a short H2 run to within 1 mHa of FCI."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -53,9 +54,14 @@ def test_minsr_gradient_and_direction(small_system):
     log_psi = model.log_psi(tokens)
     e_loc = local_energies(model, H, tokens, log_psi, "exact")
     weights = torch.softmax(2 * log_psi.real.detach(), 0)
-    jac = log_psi_jacobian(model, tokens, chunk=7)
-    # The Jacobian equals autograd row by row, both parts (chunks of 7 cover a ragged end).
-    torch.testing.assert_close(jac, log_psi_jacobian_reference(model, tokens), rtol=0, atol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # the written-out attention batches under vmap: no fallback warning
+        jac = log_psi_jacobian(model, tokens, chunk=7)
+    # The Jacobian equals autograd row by row, both parts (chunks of 7 cover a ragged end),
+    # with the written-out attention and with the fused kernel.
+    reference = log_psi_jacobian_reference(model, tokens)
+    torch.testing.assert_close(jac, reference, rtol=0, atol=1e-12)
+    torch.testing.assert_close(log_psi_jacobian(model, tokens, explicit=False), reference, rtol=0, atol=1e-12)
     assert float(jac[:, 0].abs().max()) > 0.1 and float(jac[:, 1].abs().max()) > 0.1
     direction, gradient = minsr_direction(jac, e_loc, weights, shift=1e-3)
     exact = rayleigh_quotient(model, dense, tokens)
