@@ -102,8 +102,8 @@ def fit_phases(model, tokens: torch.Tensor, coefficients: torch.Tensor, *, steps
 
     Returns the lowest loss reached; the network ends with the parameters that reached it. Adam
     can still jump out of a converged basin late in the fit (O2 / STO-3G, seed 0: loss 2.8e-4
-    at step 500, 1.4 from step 1500 on, which left half the weight with wrong signs and trapped
-    the VMC run 14.9 mHa above FCI): a loss :data:`PHASE_SPIKE` times the best so far for
+    at step 500, 1.4 of at most 2 from step 1500 on; ending there trapped the VMC run 14.9 mHa
+    above FCI): a loss :data:`PHASE_SPIKE` times the best so far for
     :data:`PHASE_PATIENCE` steps sends the parameters back to the best and halves the learning rate.
     """
     params = [p for p in model.phase_net.parameters() if p.requires_grad]
@@ -114,19 +114,15 @@ def fit_phases(model, tokens: torch.Tensor, coefficients: torch.Tensor, *, steps
     weight = c.abs() ** weight_power
     weight = (weight / weight.sum()).to(device=model.device, dtype=model.dtype)
     angle = torch.angle(c.to(torch.complex128)).to(device=model.device, dtype=model.dtype)
-
-    def loss_of_phases() -> torch.Tensor:
-        return (weight * (1 - torch.cos(model.phase(tokens, validate=False) - angle))).sum()
-
     optimizer = torch.optim.Adam(params, lr=lr)
-    scale = [1.0]   # halved at each spike
+    scale = [1.0]   # halved each time the fit goes back to its best
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: scale[0] * cosine_schedule(step, warmup, steps, 0.01))
     best, best_params = math.inf, [p.detach().clone() for p in params]
     above = 0   # steps in a row far above the best
     for step in range(steps):
         optimizer.zero_grad()
-        loss = loss_of_phases()
+        loss = (weight * (1 - torch.cos(model.phase(tokens, validate=False) - angle))).sum()
         value = float(loss.detach())
         if step % (5 * PROGRESS_EVERY) == 0:
             log.info("start fit: phase step %d/%d on %d determinants, loss %.3g", step, steps, tokens.shape[0], value)
