@@ -3,9 +3,9 @@
 For each molecule of the set (:mod:`experiments.molecule_set`), the default start state
 (:func:`nnqs.training.pretrain.start_state`), then :func:`nnqs.training.pretrain.fit_phases`
 on a freshly initialised default network (``torch.manual_seed(seed)``) twice: with the guard
-off (:data:`nnqs.training.pretrain.PHASE_SPIKE` = inf; the fit still ends at its best
-parameters) and on (the default). Reports the best loss, the weight ``sum |c|^2`` of the
-determinants whose fitted sign is wrong, and the seconds of each fit.
+off (``patience=None``; the fit still ends at its best parameters) and on (the default).
+Reports the best loss, the weight ``sum |c|^2`` of the determinants whose fitted sign is
+wrong, and the seconds of each fit.
 
     python experiments/phase_guard.py --out runs/phase_guard.json [--only o2_triplet,n2] [--seeds 0,1]
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import sys
 import time
@@ -30,12 +29,11 @@ from nnqs.app.system import build_model, build_system  # noqa: E402
 from nnqs.wavefunction.tokens import occupations_to_tokens  # noqa: E402
 
 
-def fit(config, system, tokens, c, seed: int, spike: float) -> dict:
-    pretrain.PHASE_SPIKE = spike
+def fit(config, system, tokens, c, seed: int, patience: int | None) -> dict:
     torch.manual_seed(seed)
     model = build_model(config.model, system)
     began = time.perf_counter()
-    best = pretrain.fit_phases(model, tokens, c)
+    best = pretrain.fit_phases(model, tokens, c, patience=patience)
     seconds = time.perf_counter() - began
     with torch.no_grad():
         phi = model.phase(tokens)
@@ -51,7 +49,6 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     torch.set_num_threads(1)
-    default_spike = pretrain.PHASE_SPIKE
     names = args.only.split(",") if args.only else None
     results = {}
     for name, (_, molecule) in molecule_set().items():
@@ -63,13 +60,12 @@ def main(argv: list[str] | None = None) -> dict:
                                      order=system.order)
         tokens, c = occupations_to_tokens(state.dets.long()), state.coefficients
         for seed in map(int, args.seeds.split(",")):
-            row = {"off": fit(config, system, tokens, c, seed, math.inf),
-                   "on": fit(config, system, tokens, c, seed, default_spike)}
+            row = {"off": fit(config, system, tokens, c, seed, None),
+                   "on": fit(config, system, tokens, c, seed, pretrain.PHASE_PATIENCE)}
             results[f"{name}/seed{seed}"] = row
             print(f"{name} seed {seed}: best loss off {row['off']['best_loss']:.3g} on {row['on']['best_loss']:.3g}; "
                   f"wrong-sign weight off {row['off']['wrong_sign_weight']:.2g} on {row['on']['wrong_sign_weight']:.2g}",
                   flush=True)
-    pretrain.PHASE_SPIKE = default_spike
     out = {"command": "python experiments/phase_guard.py " + " ".join(argv or sys.argv[1:]), "results": results}
     write_json(args.out, out)
     return out

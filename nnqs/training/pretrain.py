@@ -39,9 +39,10 @@ PHASE_TOLERANCE = 1e-6
 #: The phase fit's learning rate rises linearly over this many first steps.
 PHASE_WARMUP = 300
 #: A phase-fit loss above this many times its best so far (and above :data:`PHASE_SPIKE_FLOOR`)
-#: for :data:`PHASE_PATIENCE` steps running means Adam jumped out of the basin for good; the fit
-#: goes back to its best parameters at half the learning rate. Shorter spikes are common and
-#: recover by themselves (halving at each of those slowed LiH's fit from 1e-6 to 1e-4).
+#: for :data:`PHASE_PATIENCE` steps running (:func:`fit_phases`' ``patience``) means Adam jumped
+#: out of the basin for good; the fit goes back to its best parameters at half the learning
+#: rate. Shorter spikes are common and recover by themselves (halving at each of those slowed
+#: LiH's fit from 1e-6 to 1e-4).
 PHASE_SPIKE = 10.0
 PHASE_SPIKE_FLOOR = 1e-3
 PHASE_PATIENCE = 100
@@ -80,7 +81,7 @@ def _tail_sampler(tokens: torch.Tensor, c: torch.Tensor, draws: int):
 
 def fit_phases(model, tokens: torch.Tensor, coefficients: torch.Tensor, *, steps: int = PHASE_STEPS,
                lr: float = 1e-2, max_determinants: int | None = PHASE_DETERMINANTS, weight_power: float = 1.0,
-               warmup: int = PHASE_WARMUP) -> float:
+               warmup: int = PHASE_WARMUP, patience: int | None = PHASE_PATIENCE) -> float:
     """Fit the phase network alone to ``arg c`` on the ``max_determinants`` largest-``|c|`` of
     ``tokens`` ``[D, N]``: Adam on ``sum_x |c_x|^weight_power (1 - cos(phi(x) - arg c_x))``, the
     learning rate decaying on a cosine to 1 % over ``steps``, or until the loss is below
@@ -103,8 +104,8 @@ def fit_phases(model, tokens: torch.Tensor, coefficients: torch.Tensor, *, steps
     Returns the lowest loss reached; the network ends with the parameters that reached it. Adam
     can still jump out of a converged basin late in the fit (O2 / STO-3G, seed 0: loss 2.8e-4
     at step 500, 1.4 of at most 2 from step 1500 on; ending there trapped the VMC run 14.9 mHa
-    above FCI): a loss :data:`PHASE_SPIKE` times the best so far for
-    :data:`PHASE_PATIENCE` steps sends the parameters back to the best and halves the learning rate.
+    above FCI): a loss :data:`PHASE_SPIKE` times the best so far for ``patience`` steps running
+    sends the parameters back to the best and halves the learning rate (``None``: never).
     """
     params = [p for p in model.phase_net.parameters() if p.requires_grad]
     if not params or steps <= 0:
@@ -128,15 +129,14 @@ def fit_phases(model, tokens: torch.Tensor, coefficients: torch.Tensor, *, steps
             log.info("start fit: phase step %d/%d on %d determinants, loss %.3g", step, steps, tokens.shape[0], value)
         if value < best:
             best = value
-            for kept, p in zip(best_params, params):
-                kept.copy_(p.detach())
+            _copy(best_params, params)
         above = above + 1 if value > max(PHASE_SPIKE * best, PHASE_SPIKE_FLOOR) else 0
-        if above >= PHASE_PATIENCE:
-            _restore(params, best_params)
+        if patience is not None and above >= patience:
+            _copy(params, best_params)
             scale[0] *= 0.5
             above = 0
             log.warning("start fit: phase loss %.3g, above %g x its best %.3g for %d steps at step %d; back to "
-                        "the best parameters at %g x the learning rate", value, PHASE_SPIKE, best, PHASE_PATIENCE,
+                        "the best parameters at %g x the learning rate", value, PHASE_SPIKE, best, patience,
                         step, scale[0])
             continue
         if value < PHASE_TOLERANCE:  # every weighted phase within ~1e-3 rad
@@ -144,14 +144,16 @@ def fit_phases(model, tokens: torch.Tensor, coefficients: torch.Tensor, *, steps
         loss.backward()
         optimizer.step()
         schedule.step()
-    _restore(params, best_params)
+    _copy(params, best_params)
     return best
 
 
-def _restore(params: list[torch.Tensor], values: list[torch.Tensor]) -> None:
+def _copy(targets: list[torch.Tensor], sources: list[torch.Tensor]) -> None:
+    """Copy ``sources`` into ``targets`` in place (``vector_to_parameters`` would make the
+    parameters views of the saved copy, which the optimiser would then overwrite)."""
     with torch.no_grad():
-        for p, v in zip(params, values):
-            p.copy_(v)
+        for target, source in zip(targets, sources):
+            target.copy_(source)
 
 
 def pretrain_to_state(

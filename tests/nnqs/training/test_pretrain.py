@@ -163,17 +163,16 @@ def phase_loss(model, tokens, c) -> float:
 
 def test_the_phase_fit_goes_back_to_its_best_when_adam_leaves_the_basin(caplog, monkeypatch):
     """At lr 1.0 Adam's loss stays above its best for 100 steps and more; with the guard set to
-    fire after 20 steps above it (by any amount), it sends the parameters back to the best at half the rate, and
-    the network ends with the lowest loss the fit reached, not its last."""
+    fire after 20 steps above it (by any amount), it sends the parameters back to the best at
+    half the rate, and the network ends with the lowest loss the fit reached, not its last."""
     import nnqs.training.pretrain as pretrain_module
 
-    monkeypatch.setattr(pretrain_module, "PHASE_PATIENCE", 20)
     monkeypatch.setattr(pretrain_module, "PHASE_SPIKE", 1.0)
     monkeypatch.setattr(pretrain_module, "PHASE_SPIKE_FLOOR", 0.0)
     _, tokens, c, model = lih_cisd_and_model(seed=2)
     before = phase_loss(model, tokens, c)
     with caplog.at_level("WARNING", logger="nnqs.training.pretrain"):
-        best = pretrain_module.fit_phases(model, tokens, c, steps=300, lr=1.0, warmup=0)
+        best = pretrain_module.fit_phases(model, tokens, c, steps=300, lr=1.0, warmup=0, patience=20)
     assert "back to the best parameters" in caplog.text
     assert best == pytest.approx(phase_loss(model, tokens, c), rel=1e-10, abs=1e-14)
     assert best < 0.1 * before
