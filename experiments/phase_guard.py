@@ -37,7 +37,8 @@ def fit(config, system, tokens, c, seed: int, patience: int | None) -> dict:
     seconds = time.perf_counter() - began
     with torch.no_grad():
         phi = model.phase(tokens)
-    wrong = torch.cos(phi - phi[0]) * torch.sign(c) <= 0   # relative to the first (largest) determinant
+    top = int(c.abs().argmax())   # signs relative to the largest determinant's, whatever its own
+    wrong = torch.cos(phi - phi[top]) * torch.sign(c) * torch.sign(c[top]) <= 0
     return {"best_loss": best, "wrong_sign_weight": float(c[wrong].square().sum()), "seconds": seconds}
 
 
