@@ -26,7 +26,7 @@ from nnqs.app.system import System, build_model, run_system
 from nnqs.parallel.comm import LOCAL, Communicator
 from nnqs.training.convergence import has_stopped_improving, variance_extrapolation
 from nnqs.training.estimators import estimate_energy, evaluate_local_energies, exact_variational_energy
-from nnqs.training.pretrain import pretrain
+from nnqs.training.pretrain import largest_determinants, pretrain, start_state
 from nnqs.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -88,14 +88,14 @@ def run(
                        progress=progress and comm.is_main, initial_model=initial_model, comm=comm)
 
 
-def _refit_from_fresh(model, config: RunConfig, system: System, H, fidelity: float) -> None:
+def _refit_from_fresh(model, config: RunConfig, system: System, H, fidelity: float, state=None) -> None:
     """The start fit ended below ``pretrain_min_fidelity``: fit a freshly initialised network
     too and keep whichever reached the higher fidelity (in ``model``)."""
     log.warning("start fit reached fidelity %.4f < %.2f; refitting a fresh network", fidelity,
                 config.optim.pretrain_min_fidelity)
     torch.manual_seed(config.run.seed + 1)
     fresh = build_model(config.model, system).to(model.device)
-    again = pretrain(fresh, H, config.optim, hf_occupation=system.hf_occupation, order=system.order)
+    again = pretrain(fresh, H, config.optim, hf_occupation=system.hf_occupation, order=system.order, state=state)
     if again is not None and again > fidelity:
         model.load_state_dict(fresh.state_dict())
         log.warning("kept the fresh network (fidelity %.4f)", again)
@@ -135,18 +135,23 @@ def _read_checkpoint(config: RunConfig, ckpt_path: Path, extend: bool) -> dict:
     return state
 
 
-def _start(model, config: RunConfig, system: System, H, initial_model: dict | None) -> dict:
+def _start(model, config: RunConfig, system: System, H, initial_model: dict | None) -> tuple[dict, torch.Tensor | None]:
     """The fitted start (the configured CI fit, refitted from a fresh network if it stays below
-    ``pretrain_min_fidelity``); returns the weights."""
+    ``pretrain_min_fidelity``); returns the weights and the anchors (``[optim] anchors``
+    largest determinants of the CI target, or ``None``)."""
     if initial_model is not None:
         model.load_state_dict(initial_model)
+    settings, state = config.optim, None
     try:
-        fidelity = pretrain(model, H, config.optim, hf_occupation=system.hf_occupation, order=system.order)
-        if fidelity is not None and fidelity < config.optim.pretrain_min_fidelity:
-            _refit_from_fresh(model, config, system, H, fidelity)
+        if settings.pretrain not in ("hf", "none"):
+            state = start_state(H, settings, hf_occupation=system.hf_occupation, order=system.order)
+        fidelity = pretrain(model, H, settings, hf_occupation=system.hf_occupation, order=system.order, state=state)
+        if fidelity is not None and fidelity < settings.pretrain_min_fidelity:
+            _refit_from_fresh(model, config, system, H, fidelity, state)
     except ValueError as error:  # a CAS window that does not fit the molecule
         raise ConfigError(f"[optim] {error}") from None
-    return {k: v.cpu() for k, v in model.state_dict().items()}
+    anchors = largest_determinants(state, settings.anchors) if settings.anchors else None
+    return {k: v.cpu() for k, v in model.state_dict().items()}, anchors
 
 
 def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_after: int | None, progress: bool,
@@ -180,7 +185,9 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
         log.info("resumed from %s at step %d", ckpt_path, trainer.step)
     else:
         began = time.perf_counter()
-        model.load_state_dict(comm.run_on_main(lambda: _start(model, config, system, H, initial_model)))
+        weights, anchors = comm.run_on_main(lambda: _start(model, config, system, H, initial_model))
+        model.load_state_dict(weights)
+        trainer.set_anchors(anchors)
         start_seconds = time.perf_counter() - began
         with torch.no_grad():
             p_hf = float(model.log_prob(system.hf_tokens.to(model.device)).exp())

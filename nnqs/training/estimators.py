@@ -93,7 +93,7 @@ def branch_log_psi_fn(model: TransformerWavefunction, tokens: torch.Tensor):
 
 def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor, log_psi: torch.Tensor,
                             mode: str, *, threshold: float = 0.0, amplitudes: str = "full",
-                            comm: Communicator = LOCAL) -> LocalEnergyResult:
+                            anchors: torch.Tensor | None = None, comm: Communicator = LOCAL) -> LocalEnergyResult:
     """``E_loc`` of the sampled tokens ``[U, N]`` (``log_psi`` of them given, detached), with the
     kernel's counts (connections, how many entered, amplitudes evaluated).
 
@@ -103,6 +103,10 @@ def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor
         amplitudes: how the amplitudes of connected ``x'`` outside the samples are computed:
             ``"cache"`` (decoded from the samples' KV cache, :func:`branch_log_psi_fn`) or
             ``"full"`` (a full pass per ``x'``). Both give the same numbers.
+        anchors: occupations ``[K, 2N]`` that count as sampled in the sampled and truncated
+            modes (ignored in exact mode, where every ``x'`` enters anyway): their amplitudes
+            (those not among the samples) are computed once, split over the ranks, and an
+            ``x'`` among them is looked up (see :func:`anchor_amplitudes`).
         comm: with several ranks, the other ranks' samples (and their amplitudes) are gathered
             and count as sampled: an ``x'`` among them is looked up, so every mode gives the
             local energies a single process would compute for the union of the samples.
@@ -115,22 +119,62 @@ def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor
         branches = branch_log_psi_fn(model, tokens)
     log_psi = log_psi.detach().to(torch.complex128)
     if comm.world_size == 1:
-        result = local_energy(H, occ, occupation_log_psi(model), mode=mode, threshold=threshold,
-                              connected_log_psi_fn=branches, log_psi_x=log_psi)
+        lookup = (occ[:0], log_psi[:0])
     else:
         others = [r for r in range(comm.world_size) if r != comm.rank]
         all_occ, all_log_psi = comm.all_gather(occ), comm.all_gather(log_psi)
         lookup = (torch.cat([all_occ[r] for r in others]), torch.cat([all_log_psi[r] for r in others]))
-        log_psi_fn, shared = occupation_log_psi(model), None
-        if mode != "sampled" and branches is None:
-            shared = shared_outside_amplitudes(model, H, occ, lookup, mode, threshold, comm)
-            log_psi_fn = known_log_psi(shared[0], shared[1], log_psi_fn)
-        result = local_energy(H, occ, log_psi_fn, mode=mode, threshold=threshold,
-                              connected_log_psi_fn=branches, log_psi_x=log_psi, lookup=lookup)
-        if shared is not None:
-            result.n_evaluated, result.amplitude_seconds = shared[2], shared[3]
+    anchored = (0, 0.0)
+    if anchors is not None and mode != "exact":
+        anchor_occ, anchor_log_psi, *anchored = anchor_amplitudes(model, H, anchors, torch.cat((occ, lookup[0])), comm)
+        lookup = (torch.cat((lookup[0], anchor_occ)), torch.cat((lookup[1], anchor_log_psi)))
+    log_psi_fn, shared = occupation_log_psi(model), None
+    if comm.world_size > 1 and mode != "sampled" and branches is None:
+        shared = shared_outside_amplitudes(model, H, occ, lookup, mode, threshold, comm)
+        log_psi_fn = known_log_psi(shared[0], shared[1], log_psi_fn)
+    result = local_energy(H, occ, log_psi_fn, mode=mode, threshold=threshold, connected_log_psi_fn=branches,
+                          log_psi_x=log_psi, lookup=lookup if lookup[0].shape[0] else None)
+    if shared is not None:
+        result.n_evaluated, result.amplitude_seconds = shared[2], shared[3]
+    result.n_evaluated += anchored[0]
+    result.amplitude_seconds += anchored[1]
     result.e_loc = result.e_loc.to(torch.complex128)
     return result
+
+
+def anchor_amplitudes(model, H: MolecularHamiltonian, anchors: torch.Tensor, sampled: torch.Tensor,
+                      comm: Communicator = LOCAL) -> tuple[torch.Tensor, torch.Tensor, int, float]:
+    """The anchors ``[K, 2N]`` that are not rows of ``sampled`` ``[B, 2N]`` (every rank's
+    samples), with their complex128 ``log psi``: rank ``r`` evaluates the ``r``-th of ``K``
+    equal slices and the slices are gathered, so every rank gets all of them.
+
+    Returns:
+        ``(occupations [A, 2N] uint8, log psi [A], evaluated here, seconds evaluating)``.
+    """
+    anchors = anchors.to(device=sampled.device, dtype=torch.uint8)
+    known = unique_keys(pack_occupations(sampled))[0]
+    keep = anchors[lookup_keys(known, pack_occupations(anchors)) < 0]
+    return (keep,) + evaluate_in_slices(model, keep, comm)
+
+
+def evaluate_in_slices(model, occ: torch.Tensor, comm: Communicator = LOCAL) -> tuple[torch.Tensor, int, float]:
+    """complex128 ``log psi`` ``[M]`` of ``occ`` ``[M, 2N]`` (the same on every rank), no gradients:
+    rank ``r`` evaluates the ``r``-th of ``K`` equal slices in chunks and the slices are gathered.
+
+    Returns:
+        ``(log psi [M], evaluated here, seconds evaluating)``.
+    """
+    total = occ.shape[0]
+    part = occ[total * comm.rank // comm.world_size : total * (comm.rank + 1) // comm.world_size]
+    start = time.perf_counter()
+    fn = occupation_log_psi(model)
+    with torch.no_grad():
+        lp = [torch.zeros(0, dtype=torch.complex128, device=model.device)]
+        lp += [fn(part[s : s + DEFAULT_PSI_CHUNK]) for s in range(0, part.shape[0], DEFAULT_PSI_CHUNK)]
+    seconds = time.perf_counter() - start
+    mine = torch.cat(lp).to(occ.device)
+    every = torch.cat(comm.all_gather(mine)) if comm.world_size > 1 else mine
+    return every, int(part.shape[0]), seconds
 
 
 def outside_keys(H: MolecularHamiltonian, occ: torch.Tensor, lookup_occ: torch.Tensor, mode: str,
@@ -160,17 +204,9 @@ def shared_outside_amplitudes(model, H: MolecularHamiltonian, occ: torch.Tensor,
     """
     mine = outside_keys(H, occ, lookup[0], mode, threshold)
     union = unique_keys(torch.cat(comm.all_gather(mine)))[0]
-    total = union.shape[0]
-    part = union[total * comm.rank // comm.world_size : total * (comm.rank + 1) // comm.world_size]
-    xp = unpack_keys(part, H.n_spin_orbitals, dtype=occ.dtype).to(occ.device)
-    start = time.perf_counter()
-    fn = occupation_log_psi(model)
-    with torch.no_grad():
-        lp = [torch.zeros(0, dtype=torch.complex128, device=model.device)]
-        lp += [fn(xp[s : s + DEFAULT_PSI_CHUNK]) for s in range(0, xp.shape[0], DEFAULT_PSI_CHUNK)]
-    seconds = time.perf_counter() - start
-    lp_all = torch.cat(comm.all_gather(torch.cat(lp).to(H.device)))
-    return union, lp_all, int(part.shape[0]), seconds
+    xp = unpack_keys(union, H.n_spin_orbitals, dtype=occ.dtype).to(occ.device)
+    lp_all, evaluated, seconds = evaluate_in_slices(model, xp, comm)
+    return union, lp_all.to(H.device), evaluated, seconds
 
 
 def known_log_psi(keys: torch.Tensor, log_psi: torch.Tensor, fallback):

@@ -304,14 +304,17 @@ def start_state(H, settings: OptimConfig, *, hf_occupation: torch.Tensor, order:
         raise ValueError(f"pretrain_cas: {error}") from None
 
 
-def pretrain(model, H, settings: OptimConfig, *, hf_occupation: torch.Tensor, order: list[int]) -> float | None:
+def pretrain(model, H, settings: OptimConfig, *, hf_occupation: torch.Tensor, order: list[int],
+             state: CIState | None = None) -> float | None:
     """The supervised start chosen by ``settings.pretrain`` (``"none"``: nothing); returns the
-    fidelity reached with the target (``None`` for ``"none"``)."""
+    fidelity reached with the target (``None`` for ``"none"``). ``state``: the CI target when
+    the caller already has it (:func:`start_state`), else it is solved here."""
     if settings.pretrain == "hf":
         return pretrain_hf(model, occupations_to_tokens(hf_occupation[None].long()), settings.pretrain_hf)
     value = None
     if settings.pretrain != "none":
-        state = start_state(H, settings, hf_occupation=hf_occupation, order=order)
+        if state is None:
+            state = start_state(H, settings, hf_occupation=hf_occupation, order=order)
         tokens = occupations_to_tokens(state.dets.long())
         value = pretrain_to_state(model, tokens, state.coefficients, steps=settings.pretrain_steps,
                                   max_determinants=settings.pretrain_max_determinants or None,
@@ -319,3 +322,10 @@ def pretrain(model, H, settings: OptimConfig, *, hf_occupation: torch.Tensor, or
         log.info("%s start: E = %.8f over %d determinants, fidelity %.5f", settings.pretrain, state.energy,
                  state.dets.shape[0], value)
     return value
+
+
+def largest_determinants(state: CIState, k: int) -> torch.Tensor:
+    """The ``k`` determinants of ``state`` with the largest ``|c|`` (all if it has fewer),
+    uint8 ``[min(k, D), 2N]``, largest first."""
+    top = torch.argsort(state.coefficients.abs(), descending=True)[:k]
+    return state.dets[top].to(torch.uint8)

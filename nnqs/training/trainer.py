@@ -132,7 +132,13 @@ class Trainer:
         self.n_samples = sampler.n_samples
         self.step = 0
         self.lr_scale = 1.0
+        self.anchors: torch.Tensor | None = None
         self.mark_good()
+
+    def set_anchors(self, occupations: torch.Tensor | None) -> None:
+        """Occupations ``[K, 2N]`` that count as sampled in every step's local energies
+        (:func:`nnqs.training.estimators.evaluate_local_energies`'s ``anchors``; ``None``: none)."""
+        self.anchors = None if occupations is None else occupations.to(device=self.model.device, dtype=torch.uint8)
 
     # -- one step ------------------------------------------------------------------------
     def sample(self, n_samples: int) -> SampleBatch:
@@ -182,7 +188,7 @@ class Trainer:
         cfg = self.optim_cfg
         mode, threshold = cfg.local_energy_at(step)
         result = evaluate_local_energies(self.model, self.H, batch.tokens, log_psi, mode, threshold=threshold,
-                                         amplitudes=cfg.amplitudes, comm=self.comm)
+                                         amplitudes=cfg.amplitudes, anchors=self.anchors, comm=self.comm)
         seconds = time.perf_counter() - start
         weights = sample_weights(batch, cfg.weights, self.comm).to(result.e_loc.device)
         estimate = estimate_energy(result.e_loc, weights, batch.n_samples, self.comm)
@@ -306,6 +312,7 @@ class Trainer:
             "n_samples": self.n_samples,
             "step": self.step,
             "lr_scale": self.lr_scale,
+            "anchors": None if self.anchors is None else self.anchors.cpu(),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -315,4 +322,5 @@ class Trainer:
         self.n_samples = int(state["n_samples"])
         self.step = int(state["step"])
         self.lr_scale = float(state["lr_scale"])
+        self.set_anchors(state.get("anchors"))  # absent in checkpoints older than the field
         self.mark_good()

@@ -65,8 +65,23 @@ def test_a_coarse_phase_evaluates_no_outside_amplitude_and_is_drawn(tmp_path):
     assert (tmp_path / "out" / "convergence.png").stat().st_size > 0
 
 
-@pytest.mark.parametrize("settings, stop", [(TINY, 3), (TWO_PHASE, 1), (TWO_PHASE, 3), (COARSE, 2)],
-                         ids=["adamw", "inside-the-adamw-phase", "inside-the-minsr-phase", "inside-the-coarse-phase"])
+# The CISD start's determinants (all 4 of H2's) as anchors: every x' of the coarse steps enters.
+ANCHORED = {**COARSE, "optim": {**COARSE["optim"], "pretrain": "cisd", "pretrain_steps": 5, "anchors": 8}}
+
+
+def test_anchors_make_every_coarse_connection_enter_and_are_checkpointed(tmp_path):
+    run(config_from_dict(ANCHORED), tmp_path / "out", progress=False)
+    rows = list(csv.DictReader((tmp_path / "out" / "metrics.csv").open()))
+    assert all(float(r["kept_fraction"]) == 1.0 for r in rows)
+    assert [int(r["n_amplitudes"]) for r in rows] == [4 - int(r["n_unique"]) for r in rows]
+    assert any(int(r["n_unique"]) < 4 for r in rows)
+    anchors = load_checkpoint(tmp_path / "out" / "checkpoint.pt")["trainer"]["anchors"]
+    assert anchors.shape == (4, 4) and torch.unique(anchors, dim=0).shape[0] == 4
+
+
+@pytest.mark.parametrize("settings, stop", [(TINY, 3), (TWO_PHASE, 1), (TWO_PHASE, 3), (COARSE, 2), (ANCHORED, 2)],
+                         ids=["adamw", "inside-the-adamw-phase", "inside-the-minsr-phase", "inside-the-coarse-phase",
+                              "with-anchors"])
 def test_resume_equals_uninterrupted_run(tmp_path, settings, stop):
     config = config_from_dict(settings)
     full = run(config, tmp_path / "full", progress=False)
@@ -153,6 +168,8 @@ def test_config_errors():
         config_from_dict({"molecule": H2, "optim": {"steps": "many"}})
     with pytest.raises(ConfigError, match="exactly one of"):
         config_from_dict({"molecule": {"basis": "sto-3g"}})
+    with pytest.raises(ConfigError, match="anchors = 4 needs a CI start"):
+        config_from_dict({"molecule": H2, "optim": {"pretrain": "hf", "anchors": 4}})
     for cas in ([], [6], [6.5, 6], [0, 2]):
         with pytest.raises(ConfigError, match="pretrain_cas"):
             config_from_dict({"molecule": H2, "optim": {"pretrain": "casci", "pretrain_cas": cas}})

@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from hamiltonians import enumerate_determinants
 from nnqs.parallel import LOCAL
 from nnqs.parallel.local import run_local
 from nnqs.training.settings import OptimConfig
@@ -44,6 +45,25 @@ def test_two_ranks_give_the_single_process_step(batch, mode, threshold, weights)
     assert mode == "sampled" or single["n_evaluated"] > 0
     # Every rank ends with the same bits (reduced, not recomputed per rank).
     assert torch.equal(ranks[0]["minsr"], ranks[1]["minsr"]) and torch.equal(ranks[0]["adamw"], ranks[1]["adamw"])
+
+
+@pytest.mark.parametrize("mode", ["sampled", "truncated"])
+def test_two_ranks_with_anchors_give_the_single_process_step(batch, mode):
+    """Anchors (every third determinant) count as sampled on both ranks; each rank evaluates
+    its slice of them, and the step is the single process's."""
+    s = workers.SYSTEM
+    anchors = enumerate_determinants(s["n"], s["n_alpha"], s["n_beta"])[::3]
+    optim = OptimConfig(steps=1, local_energy=mode, local_energy_threshold=0.05, sr_shift=1e-3)
+    cut = batch.n_unique // 3
+    plain = workers.step_quantities(LOCAL, batch, cut, optim)
+    single = workers.step_quantities(LOCAL, batch, cut, optim, anchors)
+    assert abs(single["energy"] - plain["energy"]) > 1e-6  # the anchors enter
+    ranks = run_local(workers.step_quantities, 2, batch, cut, optim, anchors)
+    for r in ranks:
+        assert r["energy"] == pytest.approx(single["energy"], abs=1e-10, rel=0)
+        torch.testing.assert_close(r["minsr"], single["minsr"], rtol=0, atol=1e-10 * max(float(single["minsr"].abs().max()), 1.0))
+    torch.testing.assert_close(torch.cat([ranks[0]["e_loc"], ranks[1]["e_loc"]]), single["e_loc"], rtol=0, atol=1e-10)
+    assert ranks[0]["n_evaluated"] + ranks[1]["n_evaluated"] == single["n_evaluated"]
 
 
 def test_a_rank_without_samples_still_takes_part(batch):

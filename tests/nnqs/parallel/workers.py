@@ -26,10 +26,12 @@ def share_of(batch: SampleBatch, rank: int, cut: int) -> SampleBatch:
     return SampleBatch(batch.tokens[rows], batch.counts[rows], batch.log_prob[rows], batch.n_samples)
 
 
-def step_quantities(comm, batch: SampleBatch, cut: int, optim: OptimConfig) -> dict:
+def step_quantities(comm, batch: SampleBatch, cut: int, optim: OptimConfig, anchors: torch.Tensor | None = None) -> dict:
     """The energy, the AdamW gradient and the minSR direction of ``batch``, of which this rank
-    holds its share (``comm`` may be the single process, holding all of it)."""
+    holds its share (``comm`` may be the single process, holding all of it), with ``anchors``
+    (occupations) counted as sampled."""
     trainer = make_trainer(comm, optim)
+    trainer.set_anchors(anchors)
     mine = batch if comm.world_size == 1 else share_of(batch, comm.rank, cut)
     out = {}
     for method in ("adamw", "minsr"):
