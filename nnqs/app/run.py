@@ -119,6 +119,10 @@ def _check_resumable(config: RunConfig, state: dict, path: Path, extend: bool) -
         raise ConfigError(f"--resume: {path} holds no usable [molecule]; nothing changed") from None
     if saved_molecule != config.to_dict()["molecule"]:
         raise ConfigError(f"--resume: {path} is a run of another [molecule] than this config's; nothing changed")
+    anchors = saved.get("optim", {}).get("anchors", 0)  # absent before the field: none
+    if anchors != config.optim.anchors:
+        raise ConfigError(f"--resume: the checkpoint's run has anchors = {anchors}, this config "
+                          f"{config.optim.anchors}; anchors are chosen at the start and cannot change")
     old, new = saved.get("optim", {}).get("steps"), config.optim.steps
     if old != new and not extend:
         raise ConfigError(f"--resume: the checkpoint's run has steps = {old}, this config {new}; pass --extend "
@@ -292,6 +296,7 @@ def _final_result(config: RunConfig, system: System, trainer: Trainer, refs: dic
         "variance": est.variance,
         "energy_exact_variational": exact,
         "local_energy": config.optim.local_energy,
+        "anchors": 0 if trainer.anchors is None else int(trainer.anchors.shape[0]),
         "kept_fraction": evaluation.local_energy.kept_fraction,
         "truncation_bias_mha": bias,
         "references": refs,

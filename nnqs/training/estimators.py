@@ -145,8 +145,8 @@ def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor
 def anchor_amplitudes(model, H: MolecularHamiltonian, anchors: torch.Tensor, sampled: torch.Tensor,
                       comm: Communicator = LOCAL) -> tuple[torch.Tensor, torch.Tensor, int, float]:
     """The anchors ``[K, 2N]`` that are not rows of ``sampled`` ``[B, 2N]`` (every rank's
-    samples), with their complex128 ``log psi``: rank ``r`` evaluates the ``r``-th of ``K``
-    equal slices and the slices are gathered, so every rank gets all of them.
+    samples), with their complex128 ``log psi`` (:func:`evaluate_in_slices`: every rank gets
+    all of them).
 
     Returns:
         ``(occupations [A, 2N] uint8, log psi [A], evaluated here, seconds evaluating)``.
@@ -159,7 +159,7 @@ def anchor_amplitudes(model, H: MolecularHamiltonian, anchors: torch.Tensor, sam
 
 def evaluate_in_slices(model, occ: torch.Tensor, comm: Communicator = LOCAL) -> tuple[torch.Tensor, int, float]:
     """complex128 ``log psi`` ``[M]`` of ``occ`` ``[M, 2N]`` (the same on every rank), no gradients:
-    rank ``r`` evaluates the ``r``-th of ``K`` equal slices in chunks and the slices are gathered.
+    rank ``r`` evaluates the ``r``-th of ``world_size`` equal slices in chunks and the slices are gathered.
 
     Returns:
         ``(log psi [M], evaluated here, seconds evaluating)``.

@@ -327,5 +327,5 @@ def pretrain(model, H, settings: OptimConfig, *, hf_occupation: torch.Tensor, or
 def largest_determinants(state: CIState, k: int) -> torch.Tensor:
     """The ``k`` determinants of ``state`` with the largest ``|c|`` (all if it has fewer),
     uint8 ``[min(k, D), 2N]``, largest first."""
-    top = torch.argsort(state.coefficients.abs(), descending=True)[:k]
-    return state.dets[top].to(torch.uint8)
+    top = torch.argsort(state.coefficients.abs(), descending=True, stable=True)[:k]
+    return state.dets[top].to(torch.uint8).cpu()

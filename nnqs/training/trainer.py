@@ -182,7 +182,8 @@ class Trainer:
         """log psi (with grad), E_loc, weights and the energy estimate of a sample batch (with
         several ranks: this rank's samples, the estimate over all of them). Local energies in
         the mode of training step ``step`` (``None``: the fine mode of the final evaluation;
-        see :meth:`OptimConfig.local_energy_at`)."""
+        see :meth:`OptimConfig.local_energy_at`), with the anchors (:meth:`set_anchors`) counted
+        as sampled in either."""
         log_psi = self.model.log_psi(batch.tokens)
         start = time.perf_counter()
         cfg = self.optim_cfg

@@ -77,6 +77,11 @@ def test_anchors_make_every_coarse_connection_enter_and_are_checkpointed(tmp_pat
     assert any(int(r["n_unique"]) < 4 for r in rows)
     anchors = load_checkpoint(tmp_path / "out" / "checkpoint.pt")["trainer"]["anchors"]
     assert anchors.shape == (4, 4) and torch.unique(anchors, dim=0).shape[0] == 4
+    assert json.loads((tmp_path / "out" / "result.json").read_text())["anchors"] == 4
+    # Anchors are chosen at the start: a resume with another count is refused, nothing changed.
+    other = config_from_dict({**ANCHORED, "optim": {**ANCHORED["optim"], "anchors": 0, "steps": 8}})
+    with pytest.raises(ConfigError, match="anchors = 8, this config 0"):
+        run(other, tmp_path / "out", resume=True, extend=True, progress=False)
 
 
 @pytest.mark.parametrize("settings, stop", [(TINY, 3), (TWO_PHASE, 1), (TWO_PHASE, 3), (COARSE, 2), (ANCHORED, 2)],

@@ -47,14 +47,15 @@ def test_two_ranks_give_the_single_process_step(batch, mode, threshold, weights)
     assert torch.equal(ranks[0]["minsr"], ranks[1]["minsr"]) and torch.equal(ranks[0]["adamw"], ranks[1]["adamw"])
 
 
-@pytest.mark.parametrize("mode", ["sampled", "truncated"])
-def test_two_ranks_with_anchors_give_the_single_process_step(batch, mode):
+@pytest.mark.parametrize("mode,share", [("sampled", 3), ("truncated", 3), ("truncated", 1)],
+                         ids=["sampled", "truncated", "truncated-rank-1-empty"])
+def test_two_ranks_with_anchors_give_the_single_process_step(batch, mode, share):
     """Anchors (every third determinant) count as sampled on both ranks; each rank evaluates
-    its slice of them, and the step is the single process's."""
+    its slice of them, and the step is the single process's (also when rank 1 has no samples)."""
     s = workers.SYSTEM
     anchors = enumerate_determinants(s["n"], s["n_alpha"], s["n_beta"])[::3]
     optim = OptimConfig(steps=1, local_energy=mode, local_energy_threshold=0.05, sr_shift=1e-3)
-    cut = batch.n_unique // 3
+    cut = batch.n_unique // share
     plain = workers.step_quantities(LOCAL, batch, cut, optim)
     single = workers.step_quantities(LOCAL, batch, cut, optim, anchors)
     assert abs(single["energy"] - plain["energy"]) > 1e-6  # the anchors enter

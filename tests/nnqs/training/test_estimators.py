@@ -6,8 +6,8 @@ import torch
 
 from hamiltonians import enumerate_determinants, local_energy
 from nnqs.training.estimators import evaluate_local_energies, occupation_log_psi
-from nnqs.wavefunction.tokens import occupations_to_tokens, tokens_to_occupations
-from nnqs.wavefunction.tokens import random_valid_tokens
+from nnqs.training import estimators
+from nnqs.wavefunction.tokens import occupations_to_tokens, random_valid_tokens, tokens_to_occupations
 from tests.models import make_model
 from tests.systems import random_hamiltonian
 
@@ -66,5 +66,16 @@ def test_anchors_enter_as_sampled_rows(mode, threshold):
     torch.testing.assert_close(got.e_loc, ref.e_loc[: tokens.shape[0]], rtol=0, atol=1e-10)
     plain = evaluate_local_energies(model, H, tokens, log_psi, mode, threshold=threshold)
     assert got.kept_fraction > plain.kept_fraction
-    exact = evaluate_local_energies(model, H, tokens, log_psi, "exact", anchors=anchors)
-    assert exact.n_evaluated == evaluate_local_energies(model, H, tokens, log_psi, "exact").n_evaluated
+
+
+def test_exact_mode_ignores_anchors(monkeypatch):
+    model, H, tokens, log_psi, every = _batch_and_anchors()
+    plain = evaluate_local_energies(model, H, tokens, log_psi, "exact")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("exact mode evaluated the anchors")
+
+    monkeypatch.setattr(estimators, "anchor_amplitudes", refuse)
+    anchored = evaluate_local_energies(model, H, tokens, log_psi, "exact", anchors=every[::4])
+    assert anchored.n_evaluated == plain.n_evaluated
+    torch.testing.assert_close(anchored.e_loc, plain.e_loc, rtol=0, atol=0)

@@ -5,7 +5,8 @@ import torch
 from hamiltonians import from_pyscf
 from hamiltonians.ci import cisd
 from nnqs.training.estimators import exact_variational_energy
-from nnqs.training.pretrain import _largest, _tail_sampler, fidelity, pretrain_to_state
+from hamiltonians.ci import CIState
+from nnqs.training.pretrain import _largest, _tail_sampler, fidelity, largest_determinants, pretrain_to_state
 from nnqs.wavefunction.tokens import occupations_to_tokens
 from tests.models import make_model
 
@@ -217,3 +218,14 @@ def test_the_phase_fit_warm_up_finds_the_signs_of_stretched_n2():
         flipped = torch.cos(phi - phi[0]) * torch.sign(c) <= 0
         wrong[warmup] = float(c[flipped].square().sum())
     assert wrong[300] < 1e-6 and wrong[300] < 1e-2 * wrong[0]
+
+
+def test_largest_determinants_keeps_the_largest_coefficients_ties_in_order():
+    dets = torch.eye(6, dtype=torch.uint8)  # six distinct rows
+    c = torch.tensor([0.1, -0.5, 0.3, 0.5, -0.3, 0.2], dtype=torch.float64)
+    state = CIState(0.0, dets, c / c.norm())
+    kept = largest_determinants(state, 3)
+    assert kept.dtype == torch.uint8 and kept.shape == (3, 6)
+    # |c| = 0.5, 0.5, 0.3, 0.3: the ties go by their order in the state (rows 1, 3, then 2 before 4)
+    assert torch.equal(kept, dets[[1, 3, 2]])
+    assert torch.equal(largest_determinants(state, 10), dets[[1, 3, 2, 4, 5, 0]])
