@@ -132,7 +132,7 @@ class OptimConfig:
             6-31G: 5.3 mHa at 512 determinants); with anchors the estimate is a mixed one,
             ``<P_S psi|H|P_{S+A} psi> / <P_S psi|P_S psi>``, no longer a variational bound.
             Measured on H2O / 6-31G: the coarse estimate came within 0.1 mHa of the truncated
-            one, and the network's energy did not change (experiments/README.md), so 0.
+            one, and the network's energy did not change (experiments/README.md): default 0.
         amplitudes: amplitudes of connected configurations outside the samples: ``"full"``
             (a full pass each, in chunks of 1024) or ``"cache"`` (decoded from the samples' KV
             cache from the first changed orbital on); the same numbers either way. ``"full"`` is
