@@ -124,9 +124,10 @@ def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor
         others = [r for r in range(comm.world_size) if r != comm.rank]
         all_occ, all_log_psi = comm.all_gather(occ), comm.all_gather(log_psi)
         lookup = (torch.cat([all_occ[r] for r in others]), torch.cat([all_log_psi[r] for r in others]))
-    anchored = (0, 0.0)
+    anchor_evaluated, anchor_seconds = 0, 0.0
     if anchors is not None and mode != "exact":
-        anchor_occ, anchor_log_psi, *anchored = anchor_amplitudes(model, H, anchors, torch.cat((occ, lookup[0])), comm)
+        anchor_occ, anchor_log_psi, anchor_evaluated, anchor_seconds = anchor_amplitudes(
+            model, anchors, torch.cat((occ, lookup[0])), comm)
         lookup = (torch.cat((lookup[0], anchor_occ)), torch.cat((lookup[1], anchor_log_psi)))
     log_psi_fn, shared = occupation_log_psi(model), None
     if comm.world_size > 1 and mode != "sampled" and branches is None:
@@ -136,13 +137,13 @@ def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor
                           log_psi_x=log_psi, lookup=lookup if lookup[0].shape[0] else None)
     if shared is not None:
         result.n_evaluated, result.amplitude_seconds = shared[2], shared[3]
-    result.n_evaluated += anchored[0]
-    result.amplitude_seconds += anchored[1]
+    result.n_evaluated += anchor_evaluated
+    result.amplitude_seconds += anchor_seconds
     result.e_loc = result.e_loc.to(torch.complex128)
     return result
 
 
-def anchor_amplitudes(model, H: MolecularHamiltonian, anchors: torch.Tensor, sampled: torch.Tensor,
+def anchor_amplitudes(model, anchors: torch.Tensor, sampled: torch.Tensor,
                       comm: Communicator = LOCAL) -> tuple[torch.Tensor, torch.Tensor, int, float]:
     """The anchors ``[K, 2N]`` that are not rows of ``sampled`` ``[B, 2N]`` (every rank's
     samples), with their complex128 ``log psi`` (:func:`evaluate_in_slices`: every rank gets
