@@ -1,0 +1,43 @@
+"""experiments/tools/dmrg_reference.py: a spin-adapted DMRG reference, cached where nnqs run finds it."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments.tools import dmrg_reference
+from hamiltonians import from_pyscf, reference_energies
+from hamiltonians.dmrg import dmrg_available
+from hamiltonians.exact import ground_state_energy
+from nnqs.app.runconfig import load_config
+from nnqs.app.system import build_system
+
+H2O = Path(__file__).resolve().parents[3] / "experiments" / "configs" / "h2o.toml"
+
+
+@pytest.mark.skipif(not dmrg_available(), reason="block2 not installed")
+def test_su2_reference_equals_fci_and_is_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("NNQS_REFERENCE_CACHE", str(tmp_path / "refs.json"))
+    out = tmp_path / "dmrg.json"
+    result = dmrg_reference.main([str(H2O), "--bond-dims", "10,20,40", "--threads", "1", "--out", str(out)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(result))
+    H = from_pyscf("O 0 0 0.1173; H 0 0.7572 -0.4692; H 0 -0.7572 -0.4692", "sto-3g")
+    assert abs(result["dmrg"] - ground_state_energy(H)) < 1e-6
+    assert result["details"]["symmetry"] == "su2" and result["details"]["bond_dims"] == [10, 20, 40]
+    # The run's own lookup finds it (no second DMRG: the cached schedule is this one).
+    cached = reference_energies(H, ("dmrg",))
+    assert cached["details"]["dmrg"]["bond_dims"] == [10, 20, 40]
+    # A run beyond FCI with dmrg = false reports it without computing one; none cached, none reported.
+    molecule = dataclasses.replace(load_config(H2O).molecule, dmrg=False)
+    refs = build_system(molecule, fci_max_determinants=100).references
+    assert refs["dmrg"] == result["dmrg"] and refs["fci"] is None
+    monkeypatch.setenv("NNQS_REFERENCE_CACHE", str(tmp_path / "empty.json"))
+    assert "dmrg" not in build_system(molecule, fci_max_determinants=100).references
+
+
+def test_a_bad_bond_dimension_list_is_a_one_line_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        dmrg_reference.main([str(H2O), "--bond-dims", "10,x", "--out", str(tmp_path / "d.json")])
+    assert exit_info.value.code == 2 and "--bond-dims" in capsys.readouterr().err
+    assert not (tmp_path / "d.json").exists()
