@@ -66,7 +66,7 @@ CASES = {
     "--adamw-steps -1": (lambda t: ["run", config(t), "--adamw-steps", "-1", "--out", str(t / "o")], "adamw_steps"),
     "--stop-after -1": (lambda t: ["run", config(t), "--stop-after", "-1", "--out", str(t / "o")],
                         "--stop-after must be >= 1"),
-    "an old key": (lambda t: ["run", config(t, ('mode = "none"', 'mode = "none"\n[optim]\npretrain = "cisd"')),
+    "an old key": (lambda t: ["run", config(t, ("warmup = 1", 'warmup = 1\npretrain = "cisd"')),
                               "--out", str(t / "o")], "optim.pretrain is now start.mode (key 'mode' in the [start] table)"),
     "a removed key": (lambda t: ["run", config(t, ("warmup = 1", "warmup = 1\nanchors = 4")), "--out", str(t / "o")],
                       "optim.anchors: anchors were removed"),

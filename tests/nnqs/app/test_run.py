@@ -46,12 +46,13 @@ def test_result_json_records_the_code_and_the_effective_config(tmp_path):
     here = provenance()
     assert saved["provenance"] == here and saved["provenance"]["version"]
     assert here["commit"] is None or len(here["commit"]) == 40
-    assert saved["config"] == config.to_dict()
+    effective = json.loads(json.dumps(config.to_dict()))   # tuples as JSON lists
+    assert saved["config"] == effective and config_from_dict(saved["config"]) == config
     assert saved["config"]["start"]["phase_steps"] == 3000 and saved["config"]["local_energy"]["mode"] == "truncated"
     assert saved["start"]["settings"] == saved["config"]["start"] and saved["start"]["fidelity"] > 0.5
     sessions = json.loads((tmp_path / "out" / "provenance.json").read_text())
     assert [s["from_step"] for s in sessions["sessions"]] == [0, 3]
-    assert sessions["sessions"][0]["commit"] == here["commit"] and sessions["config"] == config.to_dict()
+    assert sessions["sessions"][0]["commit"] == here["commit"] and sessions["config"] == effective
 
 
 TWO_PHASE = {**TINY, "optim": {"steps": 6, "lr": 0.05, "warmup": 1, "method": "minsr", "adamw_steps": 2,
