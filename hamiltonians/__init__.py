@@ -11,7 +11,7 @@ PySCF and OpenFermion are imported inside the functions that need them, so ``imp
 hamiltonians`` needs neither.
 """
 
-from hamiltonians.determinants import enumerate_determinants, hf_occupation
+from hamiltonians.determinants import enumerate_determinants, aufbau_occupation
 from hamiltonians.fcidump import FCIDUMPError, read_fcidump, write_fcidump
 from hamiltonians.local_energy import LocalEnergyResult, local_energy
 from hamiltonians.molecular import MolecularHamiltonian
@@ -31,5 +31,5 @@ __all__ = [
     "LocalEnergyResult",
     "reference_energies",
     "enumerate_determinants",
-    "hf_occupation",
+    "aufbau_occupation",
 ]

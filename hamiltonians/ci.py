@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from hamiltonians.determinants import (enumerate_determinants, hf_occupation, lookup_keys, occupations_in_order,
+from hamiltonians.determinants import (enumerate_determinants, aufbau_occupation, lookup_keys, occupations_in_order,
                                       pack_occupations, unique_keys, unpack_keys)
 from hamiltonians.exact import hamiltonian_matrix, lowest_eigenpair
 
@@ -76,10 +76,10 @@ def cisd(H, reference: torch.Tensor | None = None) -> CIState:
     """The CISD ground state of ``H`` (closed or open shell).
 
     Args:
-        reference: the reference determinant ``[2N]`` (default ``H.hf_occupation()``, the lowest
+        reference: the reference determinant ``[2N]`` (default ``H.aufbau_occupation()``, the lowest
             orbitals; pass the permuted HF occupation when the orbitals were reordered).
     """
-    hf = (H.hf_occupation() if reference is None else torch.as_tensor(reference)).to(torch.uint8).cpu()
+    hf = (H.aufbau_occupation() if reference is None else torch.as_tensor(reference)).to(torch.uint8).cpu()
     return subspace_state(H, singles_doubles(H, hf), hf)
 
 
@@ -119,7 +119,7 @@ def cas_determinants(H, n_electrons: int, n_orbitals: int, order: list[int] | No
     dets = torch.zeros(active.shape[0], 2 * n, dtype=torch.uint8)
     dets[:, : 2 * core] = 1
     dets[:, 2 * core : 2 * (core + n_orbitals)] = active
-    hf = hf_occupation(n, na, nb)[None]
+    hf = aufbau_occupation(n, na, nb)[None]
     return occupations_in_order(dets, order), occupations_in_order(hf, order)[0]
 
 

@@ -30,7 +30,7 @@ __all__ = [
     "unique_keys",
     "lookup_keys",
     "exclusive_cumsum",
-    "hf_occupation",
+    "aufbau_occupation",
     "enumerate_determinants",
     "n_determinants",
 ]
@@ -116,8 +116,9 @@ def exclusive_cumsum(bits: torch.Tensor) -> torch.Tensor:
     return c - bits.to(torch.int64)
 
 
-def hf_occupation(n_orbitals: int, n_alpha: int, n_beta: int) -> torch.Tensor:
-    """The Hartree–Fock determinant ``[2N]`` uint8: lowest ``n_alpha`` alpha, ``n_beta`` beta."""
+def aufbau_occupation(n_orbitals: int, n_alpha: int, n_beta: int) -> torch.Tensor:
+    """The lowest ``n_alpha`` alpha and ``n_beta`` beta orbitals occupied, uint8 ``[2N]``
+    (the Hartree–Fock determinant in energy-ordered orbitals; see :func:`hf_occupation_in_order`)."""
     occ = torch.zeros(2 * n_orbitals, dtype=torch.uint8)
     occ[0 : 2 * n_alpha : 2] = 1
     occ[1 : 2 * n_beta : 2] = 1
@@ -134,7 +135,7 @@ def occupations_in_order(occ: torch.Tensor, order: list[int]) -> torch.Tensor:
 def hf_occupation_in_order(order: list[int], n_alpha: int, n_beta: int) -> torch.Tensor:
     """The HF occupation ``[2N]`` (lowest original orbitals occupied) when position ``i`` holds
     original spatial orbital ``order[i]``."""
-    return occupations_in_order(hf_occupation(len(order), n_alpha, n_beta)[None], order)[0]
+    return occupations_in_order(aufbau_occupation(len(order), n_alpha, n_beta)[None], order)[0]
 
 
 def n_determinants(n_orbitals: int, n_alpha: int, n_beta: int) -> int:

@@ -33,9 +33,10 @@ from typing import Callable
 
 import torch
 
+from hamiltonians.amplitudes import AmplitudeTable
 from hamiltonians.determinants import as_occupation, unique_keys, unpack_keys
 
-__all__ = ["LocalEnergyResult", "local_energy", "MODES"]
+__all__ = ["LocalEnergyResult", "local_energy", "evaluate_in_chunks", "MODES"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +81,10 @@ class LocalEnergyResult:
         return self.n_kept / self.n_connected if self.n_connected else 1.0
 
 
-def _eval_log_psi(fn, occ: torch.Tensor, psi_chunk: int, parent: torch.Tensor | None = None) -> torch.Tensor:
-    """``fn`` over ``occ`` in chunks of ``psi_chunk`` rows (with the rows of ``parent`` if given)."""
+def evaluate_in_chunks(fn, occ: torch.Tensor, psi_chunk: int = DEFAULT_PSI_CHUNK,
+                       parent: torch.Tensor | None = None) -> torch.Tensor:
+    """``fn(occ)`` (or ``fn(occ, parent)``) over ``occ`` ``[M, 2N]`` in chunks of ``psi_chunk``
+    rows, without gradients: the one chunked evaluator of amplitudes; ``[M]``."""
     outs = []
     with torch.no_grad():
         for s in range(0, occ.shape[0], psi_chunk):
@@ -108,7 +111,7 @@ def local_energy(
     psi_chunk: int = DEFAULT_PSI_CHUNK,
     eps: float = DEFAULT_EPS,
     kernel: str = "auto",
-    lookup: tuple[torch.Tensor, torch.Tensor] | None = None,
+    lookup: AmplitudeTable | None = None,
 ) -> LocalEnergyResult:
     """Local energies of a batch of determinants.
 
@@ -135,10 +138,10 @@ def local_energy(
             ``log_psi_fn`` evaluations; 0 keeps every nonzero element).
         kernel: ``"auto"``, ``"compiled"`` or ``"torch"``: which Slater–Condon kernel finds the
             connections (see :meth:`MolecularHamiltonian.screened_connections`).
-        lookup: ``(occ_more [C, 2N], log_psi_more [C])``: more configurations with known
-            amplitudes (another process's samples) that count as part of the batch: an ``x'``
-            among them is looked up, not evaluated, and enters in every mode as a batch row
-            would. No local energy is computed for them.
+        lookup: more configurations with known amplitudes (another process's samples), an
+            :class:`hamiltonians.amplitudes.AmplitudeTable`, that count as part of the batch: an
+            ``x'`` among them is looked up, not evaluated, and enters in every mode as a batch
+            row would. No local energy is computed for them.
     Returns:
         :class:`LocalEnergyResult` with ``e_loc`` complex ``[B]`` and the mode used.
     """
@@ -153,7 +156,7 @@ def local_energy(
     if log_psi_x is None:
         if log_psi_fn is None:
             raise ValueError("local_energy needs log_psi_fn or log_psi_x")
-        log_psi_x = _eval_log_psi(log_psi_fn, occ_in, psi_chunk)
+        log_psi_x = evaluate_in_chunks(log_psi_fn, occ_in, psi_chunk)
         n_eval += b
     log_psi_x = torch.as_tensor(log_psi_x).detach().to(H.device)
     if log_psi_x.shape != (b,):
@@ -165,11 +168,9 @@ def local_energy(
 
     e_loc = H.diagonal(occ_u8).to(cdtype)
     table, log_psi_table = occ_u8, log_psi_x  # x' found here reuse these amplitudes
-    if lookup is not None:
-        more = as_occupation(torch.as_tensor(lookup[0]), H.n_spin_orbitals).to(occ_u8.device)
-        more_lp = torch.as_tensor(lookup[1]).detach().to(device=H.device, dtype=cdtype)
-        if more_lp.shape != (more.shape[0],):
-            raise ValueError(f"lookup log psi must have shape [{more.shape[0]}], got {tuple(more_lp.shape)}")
+    if lookup is not None and len(lookup):
+        more = as_occupation(lookup.occ, H.n_spin_orbitals).to(occ_u8.device)
+        more_lp = lookup.log_psi.detach().to(device=H.device, dtype=cdtype)
         table, log_psi_table = torch.cat((occ_u8, more)), torch.cat((log_psi_x, more_lp))
     cut = {"exact": 0.0, "truncated": threshold, "sampled": math.inf}[mode]
     counts = {"connected": 0, "kept": 0, "unique": 0, "evaluated": n_eval}
@@ -195,9 +196,9 @@ def local_energy(
         if connected_log_psi_fn is not None:
             parent = torch.empty(uniq.shape[0], dtype=torch.int64, device=rows.device)
             parent[inverse] = rows  # any row x' is connected to
-            lp_u = _eval_log_psi(connected_log_psi_fn, xp, psi_chunk, parent.to(occ_in.device))
+            lp_u = evaluate_in_chunks(connected_log_psi_fn, xp, psi_chunk, parent.to(occ_in.device))
         else:
-            lp_u = _eval_log_psi(log_psi_fn, xp, psi_chunk)
+            lp_u = evaluate_in_chunks(log_psi_fn, xp, psi_chunk)
         timing["amplitudes"] += time.perf_counter() - start
         counts["unique"] += uniq.shape[0]
         counts["evaluated"] += uniq.shape[0]

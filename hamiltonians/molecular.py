@@ -18,7 +18,7 @@ import torch
 
 from hamiltonians.determinants import (
     as_occupation,
-    hf_occupation,
+    aufbau_occupation,
     n_determinants,
     n_words,
     pack_occupations,
@@ -141,13 +141,16 @@ class MolecularHamiltonian:
             _kernel=self._kernel.to(device=device, dtype=dtype),
         )
 
-    def hf_occupation(self) -> torch.Tensor:
-        """HF determinant ``[2N]`` uint8 (lowest n_alpha alpha and n_beta beta orbitals)."""
-        return hf_occupation(self.n_orbitals, self.n_alpha, self.n_beta).to(self.device)
+    def aufbau_occupation(self) -> torch.Tensor:
+        """The determinant ``[2N]`` uint8 with the lowest ``n_alpha`` alpha and ``n_beta`` beta
+        orbitals of this Hamiltonian's own order occupied: the HF determinant when the orbitals
+        are in energy order (as from PySCF), not after a permutation
+        (``nnqs.app.system.System.hf_occupation`` follows the order)."""
+        return aufbau_occupation(self.n_orbitals, self.n_alpha, self.n_beta).to(self.device)
 
     def hf_energy(self) -> float:
-        """Diagonal element of the HF determinant (the HF energy in an HF orbital basis)."""
-        return float(self.diagonal(self.hf_occupation()[None])[0])
+        """Diagonal element of :meth:`aufbau_occupation` (the HF energy in an HF orbital basis)."""
+        return float(self.diagonal(self.aufbau_occupation()[None])[0])
 
     # ----------------------------------------------------------------- kernel
     def diagonal(self, occ: torch.Tensor) -> torch.Tensor:

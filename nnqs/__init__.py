@@ -1,11 +1,14 @@
 """nnqs: autoregressive Transformer neural-network quantum states for quantum chemistry.
 
-Three layers, each importing only the ones before it:
+Four layers under ``nnqs/`` (beside ``hamiltonians`` and ``samplers``, which import nothing
+of the project); each imports only those before it (docs/design.md §2):
 
 * :mod:`nnqs.wavefunction`: tokens and the electron constraint, the KV cache, attention, the
   Transformer wavefunction (its public names are re-exported here);
-* :mod:`nnqs.training`: estimators, the VMC trainer, minSR, supervised starts, analysis;
-* :mod:`nnqs.app`: the run configuration (TOML), the system, the run loop and the CLI.
+* :mod:`nnqs.parallel`: the collectives of a step, for one process or a ``torch.distributed`` group;
+* :mod:`nnqs.training`: settings, estimators, the trainer and its run loop, minSR, the start,
+  the final evaluation, analysis;
+* :mod:`nnqs.app`: the run configuration (TOML), the system, provenance, the run's files and the CLI.
 """
 
 from nnqs import wavefunction

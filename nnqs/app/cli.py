@@ -172,7 +172,8 @@ def _run(args: argparse.Namespace) -> int:
         if progress and comm.is_main:
             # The start (which CI state, its size and energy, the fit's progress) can take
             # minutes before the first step's progress bar: at a terminal, say what it is doing.
-            logging.getLogger("nnqs.training.pretrain").setLevel(logging.INFO)
+            for name in ("nnqs.training.start", "nnqs.training.fit"):
+                logging.getLogger(name).setLevel(logging.INFO)
         result = run(config, out, resume=args.resume, overwrite=args.overwrite, extend=args.extend,
                      stop_after=args.stop_after, progress=progress, comm=comm)
     except RankLostError as error:

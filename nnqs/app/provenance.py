@@ -6,6 +6,7 @@ Every result file records :func:`provenance` beside the effective config that ma
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 from functools import lru_cache
 from pathlib import Path
@@ -27,14 +28,19 @@ def provenance() -> dict:
     """``{"version", "commit", "dirty"}``: the package version, the git commit of the checkout
     the code runs from (``None`` outside a git checkout, e.g. an installed wheel) and whether
     its tracked files differ from that commit (``None`` when unknown)."""
-    from nnqs import __version__
-
     commit = _git("rev-parse", "HEAD")
     dirty = None
     if commit is not None:
         status = _git("status", "--porcelain", "--untracked-files=no")
         dirty = None if status is None else bool(status)
-    return {"version": __version__, "commit": commit, "dirty": dirty}
+    return {"version": _version(), "commit": commit, "dirty": dirty}
+
+
+def _version() -> str | None:
+    try:
+        return importlib.metadata.version("nnqs")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that is not installed
+        return None
 
 
 def describe() -> str:

@@ -1,16 +1,19 @@
 """``nnqs run``: a VMC run end to end, with outputs per docs/design.md §7.
 
-Composes the layers below: the system (:mod:`nnqs.app.system`), the network, the supervised
-start and the trainer (:mod:`nnqs.training`). Writes into the output folder:
-``hamiltonian.fcidump`` (the integrals trained on), ``metrics.csv`` (one row per step),
-``checkpoint.pt`` (atomic; ``--resume`` continues from it exactly), ``convergence.png`` and
-``result.json``.
+Composes the layers below: the system (:mod:`nnqs.app.system`), the network, the start
+(:class:`nnqs.training.start.Start`), the trainer and its run loop (:mod:`nnqs.training.driver`)
+and the final evaluation (:mod:`nnqs.training.evaluation`); this module holds no training
+logic, only what a run reads and writes. Into the output folder: ``hamiltonian.fcidump`` (the
+integrals trained on), ``provenance.json`` (the code and config of each session of the run),
+``metrics.csv`` (one row per step), ``checkpoint.pt`` (atomic; ``--resume`` continues from it
+exactly), ``convergence.png`` and ``result.json``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import logging
 import time
 from pathlib import Path
@@ -20,23 +23,19 @@ from tqdm.auto import tqdm
 
 from nnqs.app.folder import claim_run_folder
 from nnqs.app.io import load_checkpoint, save_checkpoint, write_json
+from nnqs.app.provenance import provenance
 from nnqs.app.report import MetricsLog, plot_convergence
 from nnqs.app.runconfig import ConfigError, RunConfig, check_device, config_from_dict
 from nnqs.app.system import System, build_model, run_system
 from nnqs.parallel.comm import LOCAL, Communicator
-from nnqs.training.convergence import has_stopped_improving, variance_extrapolation
-from nnqs.training.estimators import estimate_energy, evaluate_local_energies, exact_variational_energy
-from nnqs.training.pretrain import largest_determinants, pretrain, start_state
+from nnqs.training.convergence import variance_extrapolation
+from nnqs.training.driver import StopOnPlateau, run_steps
+from nnqs.training.evaluation import final_evaluation, p_hf
+from nnqs.training.settings import last_regime_start
+from nnqs.training.start import Start
 from nnqs.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
-
-#: Largest determinant space for which result.json also gets the exact variational energy.
-EXACT_ENERGY_MAX_DETERMINANTS = 200_000
-#: The final evaluation repeats its local energies in exact mode (to report the truncation's
-#: bias on the same samples) when the samples have at most this many excitations in all: the
-#: cost is the amplitudes of up to that many connected configurations (~160 us each on a CPU).
-BIAS_CHECK_MAX_EXCITATIONS = 5_000_000
 
 
 def run(
@@ -73,7 +72,7 @@ def run(
             ``None`` runs to ``config.optim.steps`` and writes the result.
         progress: show a progress bar.
         initial_model: a model ``state_dict`` to start from (a warm start, e.g. from a nearby
-            geometry); the configured pretraining then refits it to this system (the orbitals'
+            geometry); the configured start then refits it to this system (the orbitals'
             signs can change between geometries).
         comm: the processes of this run (default: this one alone).
     """
@@ -86,21 +85,6 @@ def run(
                                                                            overwrite=overwrite)))
         return _run_in(config, out, resume=resume, extend=extend, stop_after=stop_after,
                        progress=progress and comm.is_main, initial_model=initial_model, comm=comm)
-
-
-def _refit_from_fresh(model, config: RunConfig, system: System, H, fidelity: float, state=None) -> None:
-    """The start fit ended below ``pretrain_min_fidelity``: fit a freshly initialised network
-    too and keep whichever reached the higher fidelity (in ``model``)."""
-    log.warning("start fit reached fidelity %.4f < %.2f; refitting a fresh network", fidelity,
-                config.optim.pretrain_min_fidelity)
-    torch.manual_seed(config.run.seed + 1)
-    fresh = build_model(config.model, system).to(model.device)
-    again = pretrain(fresh, H, config.optim, hf_occupation=system.hf_occupation, order=system.order, state=state)
-    if again is not None and again > fidelity:
-        model.load_state_dict(fresh.state_dict())
-        log.warning("kept the fresh network (fidelity %.4f)", again)
-    else:
-        log.warning("kept the first fit (the fresh one reached %.4f)", again if again is not None else float("nan"))
 
 
 def _importable(name: str) -> bool:
@@ -119,10 +103,6 @@ def _check_resumable(config: RunConfig, state: dict, path: Path, extend: bool) -
         raise ConfigError(f"--resume: {path} holds no usable [molecule]; nothing changed") from None
     if saved_molecule != config.to_dict()["molecule"]:
         raise ConfigError(f"--resume: {path} is a run of another [molecule] than this config's; nothing changed")
-    anchors = saved.get("optim", {}).get("anchors", 0)  # absent before the field: none
-    if anchors != config.optim.anchors:
-        raise ConfigError(f"--resume: the checkpoint's run has anchors = {anchors}, this config "
-                          f"{config.optim.anchors}; anchors are chosen at the start and cannot change")
     old, new = saved.get("optim", {}).get("steps"), config.optim.steps
     if old != new and not extend:
         raise ConfigError(f"--resume: the checkpoint's run has steps = {old}, this config {new}; pass --extend "
@@ -139,23 +119,104 @@ def _read_checkpoint(config: RunConfig, ckpt_path: Path, extend: bool) -> dict:
     return state
 
 
-def _start(model, config: RunConfig, system: System, H, initial_model: dict | None) -> tuple[dict, torch.Tensor | None]:
-    """The fitted start (the configured CI fit, refitted from a fresh network if it stays below
-    ``pretrain_min_fidelity``); returns the weights and the anchors (``[optim] anchors``
-    largest determinants of the CI target, or ``None``)."""
+def _fit_start(model, config: RunConfig, system: System, H, initial_model: dict | None) -> tuple[dict, dict]:
+    """The start (:class:`nnqs.training.start.Start`) on ``model``; returns its weights (CPU)
+    and what ``result.json`` records of it."""
     if initial_model is not None:
         model.load_state_dict(initial_model)
-    settings, state = config.optim, None
+
+    def fresh_model():
+        torch.manual_seed(config.run.seed + 1)
+        return build_model(config.model, system).to(model.device)
+
+    start = Start(config.start)
+    start.dump_flags()
     try:
-        if settings.pretrain not in ("hf", "none"):
-            state = start_state(H, settings, hf_occupation=system.hf_occupation, order=system.order)
-        fidelity = pretrain(model, H, settings, hf_occupation=system.hf_occupation, order=system.order, state=state)
-        if fidelity is not None and fidelity < settings.pretrain_min_fidelity:
-            _refit_from_fresh(model, config, system, H, fidelity, state)
+        start.kernel(model, H, hf_occupation=system.hf_occupation, order=system.order, fresh_model=fresh_model)
     except ValueError as error:  # a CAS window that does not fit the molecule
-        raise ConfigError(f"[optim] {error}") from None
-    anchors = largest_determinants(state, settings.anchors) if settings.anchors else None
-    return {k: v.cpu() for k, v in model.state_dict().items()}, anchors
+        raise ConfigError(f"[start] {error}") from None
+    return {k: v.cpu() for k, v in model.state_dict().items()}, start.summary()
+
+
+def _on_main(comm: Communicator, fn):
+    """``fn()`` on rank 0 alone, its value kept there (``None`` on the others); an error
+    raises on every rank."""
+    kept = []
+    comm.run_on_main(lambda: kept.append(fn()))
+    return kept[0] if kept else None
+
+
+class _Clock:
+    """The run's seconds, each carried over from the checkpoint on resume: the start's wall
+    time, the training's (from :meth:`training`), and this process's CPU time (all its
+    threads, start and evaluation included: with one thread, the time the run takes on a core
+    of its own, whatever else shares the machine)."""
+
+    def __init__(self, state: dict | None = None) -> None:
+        state = state or {}
+        self.wall_before = float(state.get("wall_seconds", 0.0))
+        self.start_seconds = float(state.get("start_seconds", 0.0))
+        self.cpu_before = float(state.get("cpu_seconds", 0.0))
+        self.began = self.training_began = time.perf_counter()
+        self.cpu_began = time.process_time()
+
+    def training(self) -> None:
+        """The training starts now (after the start, if any)."""
+        self.training_began = time.perf_counter()
+
+    def wall(self) -> float:
+        return self.wall_before + time.perf_counter() - self.training_began
+
+    def times(self) -> dict:
+        return {"wall_seconds": self.wall(), "start_seconds": self.start_seconds,
+                "cpu_seconds": self.cpu_before + time.process_time() - self.cpu_began}
+
+
+class _Checkpoints:
+    """A callback: a checkpoint after every ``checkpoint_every`` steps, once ``checkpoint_seconds``
+    passed since the last, and at the loop's last step (rank 0 writes)."""
+
+    def __init__(self, path: Path, config: RunConfig, target: int, payload, comm: Communicator) -> None:
+        self.path, self.config, self.target, self.payload, self.comm = path, config, target, payload, comm
+        self.last = time.perf_counter()
+
+    def save(self, trainer: Trainer) -> None:
+        if self.comm.is_main:
+            save_checkpoint(self.path, {"trainer": trainer.state_dict(), "config": self.config.to_dict(),
+                                        **self.payload()})
+        self.last = time.perf_counter()
+
+    def __call__(self, trainer: Trainer, record) -> None:
+        run = self.config.run
+        due = time.perf_counter() - self.last >= run.checkpoint_seconds
+        if trainer.step % run.checkpoint_every == 0 or trainer.step == self.target or due:
+            self.save(trainer)
+
+
+class _Progress:
+    """A callback on rank 0: the step's row in ``metrics.csv`` and the progress bar."""
+
+    def __init__(self, metrics: MetricsLog, bar) -> None:
+        self.metrics, self.bar = metrics, bar
+
+    def __call__(self, trainer: Trainer, record) -> None:
+        row = self.metrics.append(record)
+        postfix = {"E": f"{record.energy:.6f}", "unique": record.n_unique,
+                   "samples/s": f"{record.n_samples / max(record.seconds, 1e-9):.3g}"}
+        if row["error_vs_fci_mha"] != "":
+            postfix["dE_fci(mHa)"] = f"{row['error_vs_fci_mha']:.3f}"
+        self.bar.set_postfix(postfix)
+        self.bar.update(1)
+
+
+def _write_provenance(path: Path, config: RunConfig, step: int) -> None:
+    """Add this session (code, time, first step) to ``provenance.json``, with the effective config."""
+    sessions = []
+    if path.exists():
+        with contextlib.suppress(ValueError, OSError, KeyError, TypeError):
+            sessions = list(json.loads(path.read_text())["sessions"])
+    sessions.append({**provenance(), "from_step": step, "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    write_json(path, {"sessions": sessions, "config": config.to_dict()})
 
 
 def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_after: int | None, progress: bool,
@@ -163,163 +224,97 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     if config.run.threads:
         torch.set_num_threads(config.run.threads)  # PySCF's OpenMP follows it
     torch.manual_seed(config.run.seed)
-
     ckpt_path = out / "checkpoint.pt"
-    main = comm.is_main
     # Read before anything is written; rank 0 reads, every rank gets it.
     state = comm.run_on_main(lambda: _read_checkpoint(config, ckpt_path, extend)) if resume else None
     system = comm.run_on_main(lambda: run_system(config.molecule, out, resume=resume))
     H = system.hamiltonian.to(device=config.run.device)
     refs = {k: system.references.get(k) for k in ("hf", "ccsd", "ccsd_t", "fci", "dmrg")}
     model = build_model(config.model, system).to(config.run.device)
-    trainer = Trainer(model, H, config.optim, config.sampler, seed=config.run.seed, comm=comm)
+    trainer = Trainer(model, H, config.optim, config.sampler, config.local_energy, seed=config.run.seed, comm=comm)
+    clock = _Clock(state)
 
-    wall_before = start_seconds = cpu_before = 0.0
-    cpu_began = time.process_time()
     if resume:
         try:
             trainer.load_state_dict(state["trainer"])
         except (RuntimeError, KeyError, ValueError) as error:
             first = str(error).strip().splitlines()[0]
             raise ConfigError(f"--resume: {ckpt_path} does not match this config ({first})") from None
-        wall_before = float(state["wall_seconds"])
-        start_seconds = float(state.get("start_seconds", 0.0))  # absent in checkpoints older than the field
-        cpu_before = float(state.get("cpu_seconds", 0.0))
-        p_hf = float(state["p_hf"])
+        start_p_hf, start_summary = float(state["p_hf"]), state.get("start")
         log.info("resumed from %s at step %d", ckpt_path, trainer.step)
     else:
-        began = time.perf_counter()
-        weights, anchors = comm.run_on_main(lambda: _start(model, config, system, H, initial_model))
+        weights, start_summary = comm.run_on_main(lambda: _fit_start(model, config, system, H, initial_model))
         model.load_state_dict(weights)
-        trainer.set_anchors(anchors)
-        start_seconds = time.perf_counter() - began
-        with torch.no_grad():
-            p_hf = float(model.log_prob(system.hf_tokens.to(model.device)).exp())
-        trainer.mark_good()  # the pretrained weights are the state to roll back to
-    opened: list[MetricsLog] = []  # rank 0's; an error opening it stops every rank
-    comm.run_on_main(lambda: opened.append(MetricsLog(out / "metrics.csv", refs["fci"],
-                                                      resume_step=trainer.step if resume else None)))
-    metrics = opened[0] if main else None
+        clock.start_seconds = time.perf_counter() - clock.began
+        start_p_hf = p_hf(model, system.hf_tokens)
+        trainer.mark_good()  # the start's weights are the state to roll back to
 
+    def open_outputs() -> MetricsLog:
+        _write_provenance(out / "provenance.json", config, trainer.step)
+        return MetricsLog(out / "metrics.csv", refs["fci"], resume_step=trainer.step if resume else None)
+
+    metrics = _on_main(comm, open_outputs)   # an error opening them stops every rank
     target = config.optim.steps if stop_after is None else min(stop_after, config.optim.steps)
-    start = time.perf_counter()
-    last_checkpoint = [start]
-    converged = False
-    first = config.optim.stop_from  # the stopping rule looks at the last regime's steps only
-
-    def checkpoint() -> None:
-        if not main:
-            return
-        save_checkpoint(ckpt_path, {
-            "trainer": trainer.state_dict(), "config": config.to_dict(), "p_hf": p_hf,
-            "wall_seconds": wall_before + time.perf_counter() - start, "start_seconds": start_seconds,
-            "cpu_seconds": cpu_before + time.process_time() - cpu_began,
-        })
-        last_checkpoint[0] = time.perf_counter()
-
+    checkpoints = _Checkpoints(ckpt_path, config, target, comm=comm, payload=lambda: {
+        "p_hf": start_p_hf, "start": start_summary, **clock.times()})
+    stop = StopOnPlateau(config.stop, last_regime_start(config.optim, config.local_energy), comm=comm,
+                         energies=metrics.column("energy") if metrics else (),
+                         stderrs=metrics.column("stderr") if metrics else ())
     bar = tqdm(total=config.optim.steps, initial=trainer.step, disable=not progress, desc=config.molecule.name,
                dynamic_ncols=True)
-    while trainer.step < target:
-        record = trainer.train_step()
-        if main:
-            _show(bar, metrics.append(record), record)
-        due = time.perf_counter() - last_checkpoint[0] >= config.run.checkpoint_seconds
-        if trainer.step % config.run.checkpoint_every == 0 or trainer.step == target or due:
-            checkpoint()
-        if config.optim.stop_window and comm.broadcast_object(main and has_stopped_improving(
-                metrics.column("energy")[first:], metrics.column("stderr")[first:], config.optim.stop_window,
-                config.optim.stop_tolerance)):
-            converged = True
-            log.info("step %d: the energy stopped improving (window %d); stopping", trainer.step,
-                     config.optim.stop_window)
-            break
+    callbacks = ([_Progress(metrics, bar)] if comm.is_main else []) + [checkpoints, stop]
+    clock.training()
+    converged = run_steps(trainer, target, callbacks)
     bar.close()
     if trainer.step < config.optim.steps and not converged:
         return {"stopped_at": trainer.step}
-    checkpoint()
-    result = _final_result(config, system, trainer, refs, p_hf, wall_before + time.perf_counter() - start)
-    result["stopped_early"] = converged
-    result["start_seconds"] = start_seconds
-    # This process's CPU time (all its threads), start and evaluation included: with one thread,
-    # the wall time the run takes on a core of its own, whatever else shares the machine.
-    result["cpu_seconds"] = cpu_before + time.process_time() - cpu_began
-    if main:
+    checkpoints.save(trainer)
+
+    wall = clock.wall()  # the training's; the evaluation has its own seconds
+    n_eval = config.sampler.eval_samples or 10 * trainer.n_samples
+    evaluation = final_evaluation(trainer, n_eval, system.hf_tokens)
+    result = _result(config, system, trainer, refs, evaluation.to_dict(), start_summary, start_p_hf, comm)
+    result.update({**clock.times(), "stopped_early": converged, "wall_seconds": wall})
+    if comm.is_main:
         result["variance_extrapolation"] = variance_extrapolation(metrics.column("energy"), metrics.column("variance"))
         write_json(out / "result.json", result)
         steps, energies = metrics.energies()
         plot_convergence(out / "convergence.png", steps, energies, refs, f"{config.molecule.name}: NNQS VMC",
-                         coarse_steps=min(config.optim.coarse_steps, trainer.step),
-                         final=(trainer.step, result["energy"], f"final ({config.optim.local_energy})"),
+                         coarse_steps=min(config.local_energy.coarse_steps, trainer.step),
+                         final=(trainer.step, result["energy"], f"final ({result['local_energy']})"),
                          dmrg=result["dmrg"])
     return result
 
 
-def _show(bar, row: dict, record) -> None:
-    postfix = {"E": f"{record.energy:.6f}", "unique": record.n_unique,
-               "samples/s": f"{record.n_samples / max(record.seconds, 1e-9):.3g}"}
-    if row["error_vs_fci_mha"] != "":
-        postfix["dE_fci(mHa)"] = f"{row['error_vs_fci_mha']:.3f}"
-    bar.set_postfix(postfix)
-    bar.update(1)
+def _result(config: RunConfig, system: System, trainer: Trainer, refs: dict, evaluation: dict,
+            start: dict | None, start_p_hf: float, comm: Communicator) -> dict:
+    """``result.json``: the final evaluation, its errors against the references, the system,
+    the start, where it ran, the provenance of the code and the effective config."""
+    H, energy, exact = trainer.H, evaluation["energy"], evaluation["energy_exact_variational"]
 
+    def error(reference: float | None, value: float | None = energy) -> float | None:
+        return None if reference is None or value is None else 1e3 * (value - reference)
 
-def _final_result(config: RunConfig, system: System, trainer: Trainer, refs: dict, p_hf: float, wall: float) -> dict:
-    """Evaluate the trained state on a fresh, larger sample and assemble ``result.json``
-    (``wall_seconds``: the training, ``evaluation_seconds``: this evaluation; the caller adds
-    ``start_seconds``, the start state's solve and fit)."""
-    started = time.perf_counter()
-    H = trainer.H
-    n_eval = config.sampler.eval_samples or 10 * trainer.n_samples
-    trainer.model.eval()
-    batch = trainer.sample(n_eval)
-    with torch.no_grad():
-        evaluation = trainer.evaluate(batch)
-    est = evaluation.estimate
-    bias = None
-    comm = trainer.comm
-    n_unique = sum(comm.sizes(batch.n_unique))
-    if config.optim.local_energy == "truncated" and n_unique * H.n_excitations <= BIAS_CHECK_MAX_EXCITATIONS:
-        with torch.no_grad():
-            exact_mode = evaluate_local_energies(trainer.model, H, batch.tokens, evaluation.log_psi, "exact",
-                                                 amplitudes=config.optim.amplitudes, comm=comm)
-        bias = 1e3 * (est.energy - estimate_energy(exact_mode.e_loc, evaluation.weights, batch.n_samples, comm).energy)
-    exact = None
-    if H.n_determinants <= EXACT_ENERGY_MAX_DETERMINANTS:
-        exact = comm.run_on_main(lambda: exact_variational_energy(trainer.model, H))
-    with torch.no_grad():
-        p_hf_final = float(trainer.model.log_prob(system.hf_tokens.to(trainer.model.device)).exp())
-    fci = refs.get("fci")
     return {
         "molecule": config.molecule.name,
-        "energy": est.energy,
-        "energy_stderr": est.stderr,
-        "variance": est.variance,
-        "energy_exact_variational": exact,
-        "local_energy": config.optim.local_energy,
-        "anchors": 0 if trainer.anchors is None else int(trainer.anchors.shape[0]),
-        "kept_fraction": evaluation.local_energy.kept_fraction,
-        "truncation_bias_mha": bias,
+        **evaluation,
         "references": refs,
-        "error_vs_fci_mha": None if fci is None else 1e3 * (est.energy - fci),
-        "exact_error_vs_fci_mha": None if fci is None or exact is None else 1e3 * (exact - fci),
-        "error_vs_ccsd_t_mha": None if refs.get("ccsd_t") is None else 1e3 * (est.energy - refs["ccsd_t"]),
-        "error_vs_dmrg_mha": None if refs.get("dmrg") is None else 1e3 * (est.energy - refs["dmrg"]),
+        "error_vs_fci_mha": error(refs.get("fci")),
+        "exact_error_vs_fci_mha": error(refs.get("fci"), exact),
+        "error_vs_ccsd_t_mha": error(refs.get("ccsd_t")),
+        "error_vs_dmrg_mha": error(refs.get("dmrg")),
         "dmrg": system.references.get("details", {}).get("dmrg"),
         "steps": trainer.step,
-        "n_samples": batch.n_samples,
-        "n_unique": n_unique,
         "n_orbitals": H.n_orbitals,
         "n_alpha": H.n_alpha,
         "n_beta": H.n_beta,
         "n_determinants": H.n_determinants,
         "orbital_order": system.order,
-        "p_hf_after_pretraining": p_hf,
-        "pretrain": config.optim.pretrain,
-        "p_hf_final": p_hf_final,
-        "wall_seconds": wall,
-        "evaluation_seconds": time.perf_counter() - started,
+        "start": start,
+        "p_hf_after_start": start_p_hf,
         "device": str(trainer.model.device),
         "threads": torch.get_num_threads(),
         "processes": comm.world_size,
+        "provenance": provenance(),
         "config": config.to_dict(),
     }

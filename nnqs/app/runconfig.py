@@ -1,10 +1,12 @@
 """Run configuration: documented frozen dataclasses, read from TOML.
 
-A config file has the tables ``[molecule]`` (:class:`MoleculeConfig`), ``[model]``
-(:class:`nnqs.wavefunction.config.ModelConfig`), ``[sampler]`` and ``[optim]``
-(:class:`nnqs.training.settings.SamplerConfig`, :class:`~nnqs.training.settings.OptimConfig`) and
-``[run]`` (:class:`RunSettings`); every key is optional except the molecule's source. Unknown tables or keys raise
-:class:`ConfigError` naming them, so a typo never passes silently::
+A config file has one table per concept: ``[molecule]`` (:class:`MoleculeConfig`), ``[model]``
+(:class:`nnqs.wavefunction.config.ModelConfig`), ``[sampler]``, ``[local_energy]``, ``[optim]``
+and ``[stop]`` (:class:`nnqs.training.settings.SamplerConfig`, ``LocalEnergyConfig``,
+``OptimConfig``, ``StopConfig``), ``[start]`` (:class:`nnqs.training.start.StartSettings`) and
+``[run]`` (:class:`RunSettings`); every key is optional except the molecule's source. Unknown
+tables or keys raise :class:`ConfigError` naming them, so a typo never passes silently, and a
+key that moved (:data:`MOVED`) names its new place::
 
     [molecule]
     geometry = "Li 0 0 0; H 0 0 1.5949"   # PySCF atom string, Angstrom
@@ -30,7 +32,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
-from nnqs.training.settings import OptimConfig, SamplerConfig
+from nnqs.training.settings import LocalEnergyConfig, OptimConfig, SamplerConfig, StopConfig
+from nnqs.training.start import StartSettings
 from nnqs.wavefunction.config import ModelConfig
 
 
@@ -131,7 +134,10 @@ class RunConfig:
     molecule: MoleculeConfig
     model: ModelConfig = field(default_factory=ModelConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    start: StartSettings = field(default_factory=StartSettings)
+    local_energy: LocalEnergyConfig = field(default_factory=LocalEnergyConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
+    stop: StopConfig = field(default_factory=StopConfig)
     run: RunSettings = field(default_factory=RunSettings)
 
     def to_dict(self) -> dict:
@@ -152,8 +158,37 @@ _SECTIONS = {
     "molecule": MoleculeConfig,
     "model": ModelConfig,
     "sampler": SamplerConfig,
+    "start": StartSettings,
+    "local_energy": LocalEnergyConfig,
     "optim": OptimConfig,
+    "stop": StopConfig,
     "run": RunSettings,
+}
+
+#: Keys that moved to another table (old ``table.key`` -> new ``table.key``); a config with an
+#: old key stops with a line naming the new one.
+MOVED = {
+    "optim.pretrain": "start.mode",
+    "optim.pretrain_hf": "start.hf_target",
+    "optim.pretrain_cas": "start.cas",
+    "optim.pretrain_steps": "start.steps",
+    "optim.pretrain_max_determinants": "start.max_determinants",
+    "optim.pretrain_tail": "start.tail",
+    "optim.pretrain_sci_determinants": "start.sci_determinants",
+    "optim.pretrain_min_fidelity": "start.min_fidelity",
+    "optim.local_energy": "local_energy.mode",
+    "optim.local_energy_threshold": "local_energy.threshold",
+    "optim.coarse_steps": "local_energy.coarse_steps",
+    "optim.coarse_local_energy": "local_energy.coarse_mode",
+    "optim.coarse_threshold": "local_energy.coarse_threshold",
+    "optim.amplitudes": "local_energy.amplitudes",
+    "optim.weights": "sampler.weights",
+    "optim.stop_window": "stop.window",
+    "optim.stop_tolerance": "stop.tolerance",
+}
+#: Keys that were removed, with the reason.
+REMOVED = {
+    "optim.anchors": "anchors were removed: they changed no measured energy (experiments/LOG.md)",
 }
 
 
@@ -161,6 +196,13 @@ def _build(section: str, cls, values: dict):
     if not isinstance(values, dict):
         raise ConfigError(f"[{section}] must be a table")
     known = {f.name: f for f in dataclasses.fields(cls)}
+    for key in sorted(set(values) - set(known)):
+        old = f"{section}.{key}"
+        if old in MOVED:
+            new_table, new_key = MOVED[old].split(".")
+            raise ConfigError(f"{old} is now {MOVED[old]} (key {new_key!r} in the [{new_table}] table)")
+        if old in REMOVED:
+            raise ConfigError(f"{old}: {REMOVED[old]}")
     unknown = sorted(set(values) - set(known))
     if unknown:
         raise ConfigError(f"unknown key(s) {', '.join(f'{section}.{k}' for k in unknown)}; known: {', '.join(sorted(known))}")

@@ -37,6 +37,11 @@ class Communicator:
         """Rank 0: the one that writes files and shows progress."""
         return self.rank == 0
 
+    def my_slice(self, total: int) -> slice:
+        """This rank's share of ``total`` items split into ``world_size`` contiguous slices as
+        equal as can be (``total * rank // world_size`` to the next rank's start)."""
+        return slice(total * self.rank // self.world_size, total * (self.rank + 1) // self.world_size)
+
     def all_reduce(self, tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
         """Sum (or ``op="max"``) of ``tensor`` over the ranks, the same on every rank."""
         if op not in ("sum", "max"):

@@ -3,7 +3,7 @@
 * :func:`has_stopped_improving`: over the last ``2 * window`` steps, the mean energy of the
   newer half is not lower than the older half's by more than ``tolerance`` standard errors of
   their difference (each step's own statistical error, combined in quadrature and divided by
-  the window). An option of the run (``[optim] stop_window``), off by default.
+  the window). An option of the run (``[stop] window``), off by default.
 * :func:`variance_extrapolation`: the standard NQS diagnostic. Near the ground state
   ``E - E_0`` is proportional to the variance ``<H^2> - <H>^2``; a straight-line fit of the
   step energies against their variances, evaluated at zero variance, estimates ``E_0``.

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import torch
 
 from hamiltonians import LocalEnergyResult, MolecularHamiltonian, enumerate_determinants, local_energy
-from hamiltonians.determinants import lookup_keys, n_words, pack_occupations, unique_keys, unpack_keys
-from hamiltonians.local_energy import DEFAULT_EPS, DEFAULT_PSI_CHUNK
+from hamiltonians.amplitudes import AmplitudeTable
+from hamiltonians.determinants import n_words, unique_keys, unpack_keys
+from hamiltonians.local_energy import DEFAULT_EPS, evaluate_in_chunks
 from nnqs.parallel.comm import LOCAL, Communicator
 from nnqs.wavefunction.branching import branch_log_psi, prefix_state
 from nnqs.wavefunction.model import TransformerWavefunction
@@ -93,7 +94,7 @@ def branch_log_psi_fn(model: TransformerWavefunction, tokens: torch.Tensor):
 
 def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor, log_psi: torch.Tensor,
                             mode: str, *, threshold: float = 0.0, amplitudes: str = "full",
-                            anchors: torch.Tensor | None = None, comm: Communicator = LOCAL) -> LocalEnergyResult:
+                            comm: Communicator = LOCAL) -> LocalEnergyResult:
     """``E_loc`` of the sampled tokens ``[U, N]`` (``log_psi`` of them given, detached), with the
     kernel's counts (connections, how many entered, amplitudes evaluated).
 
@@ -103,128 +104,84 @@ def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor
         amplitudes: how the amplitudes of connected ``x'`` outside the samples are computed:
             ``"cache"`` (decoded from the samples' KV cache, :func:`branch_log_psi_fn`) or
             ``"full"`` (a full pass per ``x'``). Both give the same numbers.
-        anchors: occupations ``[K, 2N]`` that count as sampled in the sampled and truncated
-            modes (ignored in exact mode, where every ``x'`` enters anyway): their amplitudes
-            (those not among the samples) are computed once, split over the ranks, and an
-            ``x'`` among them is looked up (see :func:`anchor_amplitudes`).
         comm: with several ranks, the other ranks' samples (and their amplitudes) are gathered
-            and count as sampled: an ``x'`` among them is looked up, so every mode gives the
-            local energies a single process would compute for the union of the samples.
+            into an :class:`~hamiltonians.amplitudes.AmplitudeTable` and count as sampled, and
+            with ``"full"`` the outside ``x'`` of every rank are evaluated once between them
+            (:func:`shared_outside_amplitudes`): every mode gives the local energies a single
+            process would compute for the union of the samples.
     """
     if amplitudes not in ("cache", "full"):
         raise ValueError(f"amplitudes must be 'cache' or 'full', got {amplitudes!r}")
     occ = tokens_to_occupations(tokens).to(torch.uint8)
-    branches = None
-    if amplitudes == "cache" and mode != "sampled":
-        branches = branch_log_psi_fn(model, tokens)
     log_psi = log_psi.detach().to(torch.complex128)
-    if comm.world_size == 1:
-        lookup = (occ[:0], log_psi[:0])
-    else:
-        others = [r for r in range(comm.world_size) if r != comm.rank]
-        all_occ, all_log_psi = comm.all_gather(occ), comm.all_gather(log_psi)
-        lookup = (torch.cat([all_occ[r] for r in others]), torch.cat([all_log_psi[r] for r in others]))
-    anchor_evaluated, anchor_seconds = 0, 0.0
-    if anchors is not None and mode != "exact":
-        anchor_occ, anchor_log_psi, anchor_evaluated, anchor_seconds = anchor_amplitudes(
-            model, anchors, torch.cat((occ, lookup[0])), comm)
-        lookup = (torch.cat((lookup[0], anchor_occ)), torch.cat((lookup[1], anchor_log_psi)))
+    sampled_elsewhere = other_ranks_samples(occ, log_psi, comm)
+    branches = branch_log_psi_fn(model, tokens) if amplitudes == "cache" and mode != "sampled" else None
     log_psi_fn, shared = occupation_log_psi(model), None
     if comm.world_size > 1 and mode != "sampled" and branches is None:
-        shared = shared_outside_amplitudes(model, H, occ, lookup, mode, threshold, comm)
-        log_psi_fn = known_log_psi(shared[0], shared[1], log_psi_fn)
+        shared = shared_outside_amplitudes(model, H, occ, sampled_elsewhere, mode, threshold, comm)
+        log_psi_fn = shared[0].log_psi_fn(log_psi_fn)
     result = local_energy(H, occ, log_psi_fn, mode=mode, threshold=threshold, connected_log_psi_fn=branches,
-                          log_psi_x=log_psi, lookup=lookup if lookup[0].shape[0] else None)
-    if shared is not None:
-        result.n_evaluated, result.amplitude_seconds = shared[2], shared[3]
-    result.n_evaluated += anchor_evaluated
-    result.amplitude_seconds += anchor_seconds
+                          log_psi_x=log_psi, lookup=sampled_elsewhere)
+    if shared is not None:  # the kernel's calls were lookups in the shared table; this rank evaluated its slice
+        result.n_evaluated, result.amplitude_seconds = shared[1], shared[2]
     result.e_loc = result.e_loc.to(torch.complex128)
     return result
 
 
-def anchor_amplitudes(model, anchors: torch.Tensor, sampled: torch.Tensor,
-                      comm: Communicator = LOCAL) -> tuple[torch.Tensor, torch.Tensor, int, float]:
-    """The anchors ``[K, 2N]`` that are not rows of ``sampled`` ``[B, 2N]`` (every rank's
-    samples), with their complex128 ``log psi`` (:func:`evaluate_in_slices`: every rank gets
-    all of them).
-
-    Returns:
-        ``(occupations [A, 2N] uint8, log psi [A], evaluated here, seconds evaluating)``.
-    """
-    anchors = anchors.to(device=sampled.device, dtype=torch.uint8)
-    known = unique_keys(pack_occupations(sampled))[0]
-    keep = anchors[lookup_keys(known, pack_occupations(anchors)) < 0]
-    return (keep,) + evaluate_in_slices(model, keep, comm)
+def other_ranks_samples(occ: torch.Tensor, log_psi: torch.Tensor, comm: Communicator = LOCAL) -> AmplitudeTable:
+    """Every other rank's samples ``[C, 2N]`` with their ``log psi``, in rank order (empty for one process)."""
+    if comm.world_size == 1:
+        return AmplitudeTable(occ[:0], log_psi[:0])
+    others = [r for r in range(comm.world_size) if r != comm.rank]
+    all_occ, all_log_psi = comm.all_gather(occ), comm.all_gather(log_psi)
+    return AmplitudeTable(torch.cat([all_occ[r] for r in others]), torch.cat([all_log_psi[r] for r in others]))
 
 
 def evaluate_in_slices(model, occ: torch.Tensor, comm: Communicator = LOCAL) -> tuple[torch.Tensor, int, float]:
     """complex128 ``log psi`` ``[M]`` of ``occ`` ``[M, 2N]`` (the same on every rank), no gradients:
-    rank ``r`` evaluates the ``r``-th of ``world_size`` equal slices in chunks and the slices are gathered.
+    rank ``r`` evaluates its slice (:meth:`Communicator.my_slice`) in chunks and the slices are gathered.
 
     Returns:
         ``(log psi [M], evaluated here, seconds evaluating)``.
     """
-    total = occ.shape[0]
-    part = occ[total * comm.rank // comm.world_size : total * (comm.rank + 1) // comm.world_size]
+    part = occ[comm.my_slice(occ.shape[0])]
     start = time.perf_counter()
-    fn = occupation_log_psi(model)
-    with torch.no_grad():
-        lp = [torch.zeros(0, dtype=torch.complex128, device=model.device)]
-        lp += [fn(part[s : s + DEFAULT_PSI_CHUNK]) for s in range(0, part.shape[0], DEFAULT_PSI_CHUNK)]
+    mine = evaluate_in_chunks(occupation_log_psi(model), part).to(device=occ.device, dtype=torch.complex128)
     seconds = time.perf_counter() - start
-    mine = torch.cat(lp).to(occ.device)
     every = torch.cat(comm.all_gather(mine)) if comm.world_size > 1 else mine
     return every, int(part.shape[0]), seconds
 
 
-def outside_keys(H: MolecularHamiltonian, occ: torch.Tensor, lookup_occ: torch.Tensor, mode: str,
+def outside_keys(H: MolecularHamiltonian, occ: torch.Tensor, known: AmplitudeTable, mode: str,
                  threshold: float) -> torch.Tensor:
     """Sorted unique packed keys ``[M, W]`` of the connected ``x'`` of ``occ`` ``[B, 2N]`` that
-    the local energy in ``mode`` needs and that are neither rows of ``occ`` nor of ``lookup_occ``."""
+    the local energy in ``mode`` needs and that are neither rows of ``occ`` nor of ``known``."""
     cut = 0.0 if mode == "exact" else threshold
-    table = torch.cat((occ, lookup_occ.to(occ.dtype)))
+    table = torch.cat((occ, known.occ.to(occ.device, occ.dtype)))
     found = [torch.zeros(0, n_words(H.n_spin_orbitals), dtype=torch.int64, device=H.device)]
     for keys, _, _, pos, _ in H.screened_connections(table, threshold=cut, eps=DEFAULT_EPS, expand=occ.shape[0]):
         found.append(unique_keys(keys[pos < 0])[0])
     return unique_keys(torch.cat(found))[0]
 
 
-def shared_outside_amplitudes(model, H: MolecularHamiltonian, occ: torch.Tensor, lookup: tuple, mode: str,
-                              threshold: float, comm: Communicator):
+def shared_outside_amplitudes(model, H: MolecularHamiltonian, occ: torch.Tensor, known: AmplitudeTable, mode: str,
+                              threshold: float, comm: Communicator) -> tuple[AmplitudeTable, int, float]:
     """The amplitudes of every rank's connected ``x'`` outside the samples, each computed once.
 
     Each rank lists its own rows' outside ``x'`` (:func:`outside_keys`); the lists are
-    gathered and merged; rank ``r`` evaluates the ``r``-th of ``K`` equal slices of the union,
-    and the slices are gathered. An ``x'`` connected to samples of several ranks is evaluated
-    once instead of once per rank. The price is a second pass of the connection kernel over
-    the rank's rows (cheap next to the amplitudes: seconds for 1e7 connections).
+    gathered and merged; each rank evaluates its slice of the union
+    (:func:`evaluate_in_slices`) and the slices are gathered. An ``x'`` connected to samples of
+    several ranks is evaluated once instead of once per rank. The price is a second pass of the
+    connection kernel over the rank's rows (cheap next to the amplitudes).
 
     Returns:
-        ``(keys [M, W] sorted, log psi [M], evaluated here, seconds evaluating)`` for the union.
+        ``(table of the union, evaluated here, seconds evaluating)``.
     """
-    mine = outside_keys(H, occ, lookup[0], mode, threshold)
+    mine = outside_keys(H, occ, known, mode, threshold)
     union = unique_keys(torch.cat(comm.all_gather(mine)))[0]
     xp = unpack_keys(union, H.n_spin_orbitals, dtype=occ.dtype).to(occ.device)
     lp_all, evaluated, seconds = evaluate_in_slices(model, xp, comm)
-    return union, lp_all.to(H.device), evaluated, seconds
-
-
-def known_log_psi(keys: torch.Tensor, log_psi: torch.Tensor, fallback):
-    """``occ' -> log psi`` from a table of sorted packed ``keys`` ``[M, W]`` with ``log_psi``
-    ``[M]``; configurations missing from it go to ``fallback``."""
-
-    def fn(occ: torch.Tensor) -> torch.Tensor:
-        where = lookup_keys(keys, pack_occupations(occ).to(keys.device))
-        out = torch.zeros(occ.shape[0], dtype=log_psi.dtype, device=log_psi.device)
-        found = where >= 0
-        out[found] = log_psi[where[found]]
-        missing = ~found
-        if bool(missing.any()):
-            out[missing] = fallback(occ[missing.to(occ.device)]).to(out.device, out.dtype)
-        return out
-
-    return fn
+    return AmplitudeTable.from_keys(union, lp_all.to(H.device), H.n_spin_orbitals), evaluated, seconds
 
 
 def local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor, log_psi: torch.Tensor, mode: str,

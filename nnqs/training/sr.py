@@ -50,10 +50,8 @@ def log_psi_jacobian(model, tokens: torch.Tensor, *, chunk: int = 512, explicit:
         ``[U, 2, P]`` in the parameters' dtype: ``[:, 0]`` the real part (``0.5 d log p``),
         ``[:, 1]`` the imaginary part (``d phi``); parameters in ``model.parameters()`` order.
     """
-    named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
-    in_phase = [name.startswith("phase_net.") for name, _ in named]
-    amplitude = {name: p.detach() for (name, p), phase in zip(named, in_phase) if not phase}
-    phase = {name.removeprefix("phase_net."): p.detach() for (name, p), ph in zip(named, in_phase) if ph}
+    groups = (model.named_amplitude_parameters(), model.named_phase_parameters())  # parameters() order
+    amplitude, phase = ({name: p.detach() for name, p in group} for group in groups)
 
     def real(params, x):   # 0.5 log p(x); the phase MLP runs on its own (untracked) weights
         return torch.func.functional_call(model, params, (x[None],), {"validate": False}, strict=False).real[0]
@@ -61,7 +59,7 @@ def log_psi_jacobian(model, tokens: torch.Tensor, *, chunk: int = 512, explicit:
     def imag(params, x):   # phi(x)
         return torch.func.functional_call(model.phase_net, params, (x[None], model.dtype))[0]
 
-    sizes = [p.numel() for _, p in named]
+    sizes = [p.numel() for group in groups for _, p in group]
     jac = torch.zeros(tokens.shape[0], 2, sum(sizes), dtype=model.dtype, device=tokens.device)
     with explicit_attention(model) if explicit else contextlib.nullcontext():
         for start in range(0, tokens.shape[0], chunk):
@@ -70,10 +68,10 @@ def log_psi_jacobian(model, tokens: torch.Tensor, *, chunk: int = 512, explicit:
             parts = [vmap(grad(real), in_dims=(None, 0))(amplitude, batch) if amplitude else {},
                      vmap(grad(imag), in_dims=(None, 0))(phase, batch) if phase else {}]
             offset = 0
-            for (name, _), ph, size in zip(named, in_phase, sizes):
-                key = name.removeprefix("phase_net.") if ph else name
-                jac[rows, int(ph), offset : offset + size] = parts[int(ph)][key].flatten(1)
-                offset += size
+            for part, group in enumerate(groups):
+                for name, p in group:
+                    jac[rows, part, offset : offset + p.numel()] = parts[part][name].flatten(1)
+                    offset += p.numel()
     return jac
 
 

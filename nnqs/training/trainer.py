@@ -1,9 +1,13 @@
-"""The VMC trainer: one step is sample -> evaluate -> update (docs/design.md §6).
+"""The VMC trainer: one step is sample -> local energies -> gradient -> preconditioner -> update
+(docs/design.md §6).
 
 BAS samples ``x_u`` with counts ``c_u`` -> weights ``w_u`` -> local energies ``E_loc(x_u)`` ->
-``E = sum_u w_u E_loc`` -> the loss whose gradient is ``2 Re sum_u w_u (E_loc(x_u) - E)^* grad
-log psi(x_u)``, through the uncached full pass (:mod:`nnqs.training.estimators`); the update is
-AdamW or minSR (:mod:`nnqs.training.sr`).
+``E = sum_u w_u E_loc`` and the gradient ``2 Re sum_u w_u (E_loc(x_u) - E)^* grad log psi(x_u)``
+through the uncached full pass (:mod:`nnqs.training.estimators`). The preconditioner of AdamW
+steps is the identity (:func:`energy_gradient`); that of minSR steps solves for the natural
+gradient in sample space (:func:`minsr_gradient`, :mod:`nnqs.training.sr`), applied by SGD.
+A non-finite energy or update rolls the network back (:class:`RollBack`). The run loop and its
+callbacks are :mod:`nnqs.training.driver`.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import torch
 from hamiltonians import LocalEnergyResult, MolecularHamiltonian
 from nnqs.parallel.comm import LOCAL, Communicator
 from nnqs.training.estimators import EnergyEstimate, estimate_energy, evaluate_local_energies, sample_weights, vmc_loss
-from nnqs.training.settings import OptimConfig, SamplerConfig
+from nnqs.training.schedule import learning_rate, method_at
+from nnqs.training.settings import LocalEnergyConfig, OptimConfig, SamplerConfig
 from nnqs.training.sr import log_psi_jacobian, minsr_direction
 from nnqs.training.window import UniqueWindow
 from nnqs.wavefunction.model import TransformerWavefunction
@@ -28,34 +33,6 @@ from samplers import SampleBatch, bas, split
 from samplers.tree import Frontier
 
 log = logging.getLogger(__name__)
-
-
-def cosine_schedule(step: int, warmup: int, span: int, final_ratio: float) -> float:
-    """Linear warm-up over ``warmup`` steps, then a cosine decay to ``final_ratio`` at ``span``."""
-    if warmup and step < warmup:
-        return (step + 1) / warmup
-    progress = min((step - warmup) / max(span - warmup, 1), 1.0)
-    return final_ratio + (1 - final_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
-
-
-def method_at(step: int, cfg: OptimConfig) -> str:
-    """The update rule of ``step``: ``"adamw"`` or ``"minsr"`` (after ``cfg.adamw_phase``)."""
-    return "adamw" if cfg.method == "adamw" or step < cfg.adamw_phase else "minsr"
-
-
-def learning_rate(step: int, cfg: OptimConfig) -> float:
-    """The scheduled learning rate of ``step`` (before the NaN guard's scale).
-
-    One phase: ``cfg.lr`` with warm-up and cosine decay over ``cfg.steps``. With
-    ``method = "minsr"`` and an AdamW phase (``cfg.adamw_phase > 0``), that phase runs the
-    schedule at ``cfg.adamw_lr`` over its own steps, and the minSR phase decays ``cfg.lr`` over the rest.
-    """
-    phase = cfg.adamw_phase
-    if cfg.method == "minsr" and phase:   # AdamW at adamw_lr first (the whole run if steps <= adamw_steps)
-        if step < phase:
-            return cfg.adamw_lr * cosine_schedule(step, cfg.warmup, phase, cfg.final_lr_ratio)
-        return cfg.lr * cosine_schedule(step - phase, 0, cfg.steps - phase, cfg.final_lr_ratio)
-    return cfg.lr * cosine_schedule(step, cfg.warmup, cfg.steps, cfg.final_lr_ratio)
 
 
 @dataclass
@@ -107,15 +84,18 @@ class Evaluation:
 
 
 class Trainer:
-    """Holds everything a VMC run changes (model, optimiser, random stream, n_samples, lr scale).
+    """Holds everything a VMC run changes (model, optimisers, random stream, n_samples, the
+    NaN guard's learning-rate scale) and takes one step at a time (:meth:`train_step`).
 
     ``state_dict()``/``load_state_dict()`` capture all of it, so a resumed run continues exactly
     as an uninterrupted one would.
     """
 
     def __init__(self, model: TransformerWavefunction, H: MolecularHamiltonian, optim: OptimConfig,
-                 sampler: SamplerConfig, *, seed: int = 0, comm: Communicator = LOCAL) -> None:
+                 sampler: SamplerConfig, local_energy: LocalEnergyConfig | None = None, *, seed: int = 0,
+                 comm: Communicator = LOCAL) -> None:
         self.model, self.H, self.optim_cfg, self.sampler_cfg = model, H, optim, sampler
+        self.local_energy_cfg = local_energy or LocalEnergyConfig()
         self.comm = comm
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         if optim.method == "minsr" and optim.adamw_phase == optim.steps:
@@ -131,16 +111,9 @@ class Trainer:
         self.window = UniqueWindow(*sampler.unique_window, factor=sampler.factor) if sampler.unique_window else None
         self.n_samples = sampler.n_samples
         self.step = 0
-        self.lr_scale = 1.0
-        self.anchors: torch.Tensor | None = None
-        self.mark_good()
+        self.guard = RollBack(model, self.optimizers)
 
-    def set_anchors(self, occupations: torch.Tensor | None) -> None:
-        """Occupations ``[K, 2N]`` that count as sampled in every step's local energies
-        (:func:`nnqs.training.estimators.evaluate_local_energies`'s ``anchors``; ``None``: none)."""
-        self.anchors = None if occupations is None else occupations.to(device=self.model.device, dtype=torch.uint8)
-
-    # -- one step ------------------------------------------------------------------------
+    # -- sampling ------------------------------------------------------------------------
     def sample(self, n_samples: int) -> SampleBatch:
         """BAS; with several ranks, this rank's share of one sample (:mod:`samplers.split`): the
         top of the tree from the shared stream, the rank's subtrees from a stream seeded by a
@@ -162,8 +135,7 @@ class Trainer:
         determinant's) can hold most draws and few unique samples. The union is unchanged."""
         comm = self.comm
         tokens, counts, log_prob = (torch.cat(comm.all_gather(t)) for t in (batch.tokens, batch.counts, batch.log_prob))
-        total = tokens.shape[0]
-        mine = slice(total * comm.rank // comm.world_size, total * (comm.rank + 1) // comm.world_size)
+        mine = comm.my_slice(tokens.shape[0])
         stats = dict(batch.stats, drawn_unique=batch.n_unique)
         return SampleBatch(tokens[mine], counts[mine], log_prob[mine], batch.n_samples, stats)
 
@@ -178,50 +150,51 @@ class Trainer:
         shared = self.comm.broadcast_object(tuple(t.cpu() for t in top))
         return Frontier(*(t.to(self.model.device) for t in shared))
 
-    def evaluate(self, batch: SampleBatch, step: int | None = None) -> Evaluation:
-        """log psi (with grad), E_loc, weights and the energy estimate of a sample batch (with
-        several ranks: this rank's samples, the estimate over all of them). Local energies in
-        the mode of training step ``step`` (``None``: the fine mode of the final evaluation;
-        see :meth:`OptimConfig.local_energy_at`), with the anchors (:meth:`set_anchors`) counted
-        as sampled in either."""
+    # -- evaluation ----------------------------------------------------------------------
+    def evaluate(self, batch: SampleBatch, mode: str, threshold: float = 0.0) -> Evaluation:
+        """log psi (with grad), E_loc in ``mode`` at ``threshold``, weights and the energy
+        estimate of a sample batch (with several ranks: this rank's samples, the estimate over
+        all of them)."""
         log_psi = self.model.log_psi(batch.tokens)
         start = time.perf_counter()
-        cfg = self.optim_cfg
-        mode, threshold = cfg.local_energy_at(step)
         result = evaluate_local_energies(self.model, self.H, batch.tokens, log_psi, mode, threshold=threshold,
-                                         amplitudes=cfg.amplitudes, anchors=self.anchors, comm=self.comm)
+                                         amplitudes=self.local_energy_cfg.amplitudes, comm=self.comm)
         seconds = time.perf_counter() - start
-        weights = sample_weights(batch, cfg.weights, self.comm).to(result.e_loc.device)
+        weights = sample_weights(batch, self.sampler_cfg.weights, self.comm).to(result.e_loc.device)
         estimate = estimate_energy(result.e_loc, weights, batch.n_samples, self.comm)
         return Evaluation(log_psi, weights, estimate, result, seconds)
 
+    # -- one step --------------------------------------------------------------------------
     def train_step(self) -> StepRecord:
+        """Sample, local energies, gradient, preconditioner, update; a non-finite energy or
+        update rolls back instead (:class:`RollBack`)."""
         start = time.perf_counter()
         method = method_at(self.step, self.optim_cfg)
         optimizer = self.optimizers[method]
-        lr = self.lr_scale * learning_rate(self.step, self.optim_cfg)
+        lr = self.guard.lr_scale * learning_rate(self.step, self.optim_cfg)
         for group in optimizer.param_groups:
             group["lr"] = lr
         self.model.train()
         if not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
             # The last update broke the network: sampling from it is meaningless.
-            self._roll_back()
+            self.guard.roll_back(self.step)
             self.step += 1
             return StepRecord(self.step - 1, math.nan, math.nan, math.nan, self.n_samples, 0, lr, math.nan,
                               time.perf_counter() - start, rolled_back=True, method=method)
         batch = self.sample(self.n_samples)
         sampled = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        evaluation, loss = self.gradient(batch, method)
+        evaluation = self.evaluate(batch, *self.local_energy_cfg.at(self.step))
+        finite_check = PRECONDITIONERS[method](self, batch, evaluation)   # writes p.grad
         est = evaluation.estimate
         clip = self.optim_cfg.clip or float("inf")
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip))
-        finite = math.isfinite(est.energy) and math.isfinite(grad_norm) and math.isfinite(float(loss))
+        finite = math.isfinite(est.energy) and math.isfinite(grad_norm) and math.isfinite(float(finite_check))
         if finite:
-            self.mark_good()  # these weights gave a finite energy and gradient
+            self.guard.mark_good()  # these weights gave a finite energy and gradient
             optimizer.step()
         else:
-            self._roll_back()
+            self.guard.roll_back(self.step)
         end = time.perf_counter()
         le = evaluation.local_energy
         n_unique, n_kept, n_connected, n_amplitudes = self.comm.all_reduce(torch.tensor(
@@ -237,91 +210,110 @@ class Trainer:
         self.step += 1
         return record
 
-    def gradient(self, batch: SampleBatch, method: str) -> tuple[Evaluation, torch.Tensor]:
-        """Evaluate ``batch`` and write the update into ``p.grad`` (zeroed before by the caller):
-        the energy gradient (``"adamw"``) or the minSR direction (``"minsr"``), summed over the
-        ranks' samples, so the same on every rank. Returns the evaluation and a scalar that is
-        finite when the update is (the loss, or the gradient's norm for minSR)."""
-        evaluation = self.evaluate(batch, self.step)
-        log_psi, e_loc, weights = evaluation.log_psi, evaluation.e_loc, evaluation.weights
-        if method == "minsr":
-            return evaluation, self._minsr_gradient(batch.tokens, e_loc, weights)
-        loss = vmc_loss(log_psi, e_loc, weights, complex(self.comm.all_reduce((weights * e_loc).sum())))
-        loss.backward()
-        self._sum_gradients()
-        return evaluation, self.comm.all_reduce(loss.detach())
-
-    def _sum_gradients(self) -> None:
-        """Sum ``p.grad`` over the ranks (one collective over the flattened gradients)."""
-        if self.comm.world_size == 1:
-            return
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        reached = self.comm.all_reduce(torch.tensor([p.grad is not None for p in params]), "max")
-        for p in params:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-        total = self.comm.all_reduce(torch.cat([p.grad.flatten() for p in params]))
-        offset = 0
-        for p, used in zip(params, reached.tolist()):
-            p.grad.copy_(total[offset : offset + p.numel()].view_as(p))
-            offset += p.numel()
-            if not used:  # as with one process: no gradient, so AdamW leaves it alone
-                p.grad = None
-
-    def _minsr_gradient(self, tokens: torch.Tensor, e_loc: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        """Write the minSR direction into ``p.grad`` (the SGD step then applies ``-lr * d``)."""
-        jac = log_psi_jacobian(self.model, tokens)
-        direction, gradient = minsr_direction(jac, e_loc, weights, shift=self.optim_cfg.sr_shift, comm=self.comm)
-        offset = 0
-        for p in (p for p in self.model.parameters() if p.requires_grad):  # log_psi_jacobian's order
-            n = p.numel()
-            p.grad = direction[offset : offset + n].view_as(p).to(p.dtype)
-            offset += n
-        return gradient.norm()
-
-    # -- NaN guard -----------------------------------------------------------------------
-    def _snapshot(self) -> dict:
-        return {"model": copy.deepcopy(self.model.state_dict()),
-                "optimizers": copy.deepcopy(self._optimizer_states())}
-
     def mark_good(self) -> None:
-        """Record the current model and optimiser as the state a non-finite step rolls back to."""
-        self._good = self._snapshot()
-
-    def _roll_back(self) -> None:
-        self.model.load_state_dict(self._good["model"])
-        self._load_optimizer_states(self._good["optimizers"])
-        self.lr_scale *= 0.5
-        log.warning("step %d: non-finite energy or gradient; rolled back to the last good state and "
-                    "halved the learning rate (scale now %.3g)", self.step, self.lr_scale)
+        """The current model and optimisers become the state a non-finite step rolls back to
+        (e.g. the start's weights, before the first step)."""
+        self.guard.mark_good()
 
     # -- checkpoints ---------------------------------------------------------------------
-    def _optimizer_states(self) -> dict:
-        return {name: opt.state_dict() for name, opt in self.optimizers.items()}
-
-    def _load_optimizer_states(self, states: dict) -> None:
-        if set(states) != set(self.optimizers):
-            raise KeyError(f"optimizers {sorted(states)} in the checkpoint, {sorted(self.optimizers)} configured")
-        for name, opt in self.optimizers.items():
-            opt.load_state_dict(states[name])
-
     def state_dict(self) -> dict:
         return {
             "model": self.model.state_dict(),
-            "optimizers": self._optimizer_states(),
+            "optimizers": optimizer_states(self.optimizers),
             "generator": self.generator.get_state(),
             "n_samples": self.n_samples,
             "step": self.step,
-            "lr_scale": self.lr_scale,
-            "anchors": None if self.anchors is None else self.anchors.cpu(),
+            "lr_scale": self.guard.lr_scale,
         }
 
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
-        self._load_optimizer_states(state["optimizers"])
+        load_optimizer_states(self.optimizers, state["optimizers"])
         self.generator.set_state(state["generator"].cpu())  # RNG states are CPU byte tensors
         self.n_samples = int(state["n_samples"])
         self.step = int(state["step"])
-        self.lr_scale = float(state["lr_scale"])
-        self.set_anchors(state.get("anchors"))  # absent in checkpoints older than the field
+        self.guard.lr_scale = float(state["lr_scale"])
+        self.guard.mark_good()
+
+
+# -- preconditioners: write the update direction into p.grad, return a scalar that is finite
+#    when the update is ---------------------------------------------------------------------
+def energy_gradient(trainer: Trainer, batch: SampleBatch, evaluation: Evaluation) -> torch.Tensor:
+    """The identity preconditioner (AdamW's): the energy gradient itself, through the loss
+    :func:`nnqs.training.estimators.vmc_loss`, summed over the ranks; returns the loss."""
+    comm, e_loc, weights = trainer.comm, evaluation.e_loc, evaluation.weights
+    loss = vmc_loss(evaluation.log_psi, e_loc, weights, complex(comm.all_reduce((weights * e_loc).sum())))
+    loss.backward()
+    sum_gradients(trainer.model, comm)
+    return comm.all_reduce(loss.detach())
+
+
+def minsr_gradient(trainer: Trainer, batch: SampleBatch, evaluation: Evaluation) -> torch.Tensor:
+    """minSR: the natural gradient in sample space (:func:`nnqs.training.sr.minsr_direction`)
+    from the per-sample Jacobian of ``log psi``; the SGD step then applies ``-lr * d``.
+    Returns the plain gradient's norm."""
+    model = trainer.model
+    jac = log_psi_jacobian(model, batch.tokens)
+    direction, gradient = minsr_direction(jac, evaluation.e_loc, evaluation.weights,
+                                          shift=trainer.optim_cfg.sr_shift, comm=trainer.comm)
+    offset = 0
+    for p in model.amplitude_parameters() + model.phase_parameters():  # log_psi_jacobian's order
+        n = p.numel()
+        p.grad = direction[offset : offset + n].view_as(p).to(p.dtype)
+        offset += n
+    return gradient.norm()
+
+
+#: The preconditioner of each update rule.
+PRECONDITIONERS = {"adamw": energy_gradient, "minsr": minsr_gradient}
+
+
+def sum_gradients(model, comm: Communicator) -> None:
+    """Sum ``p.grad`` over the ranks (one collective over the flattened gradients)."""
+    if comm.world_size == 1:
+        return
+    params = [p for p in model.parameters() if p.requires_grad]
+    reached = comm.all_reduce(torch.tensor([p.grad is not None for p in params]), "max")
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    total = comm.all_reduce(torch.cat([p.grad.flatten() for p in params]))
+    offset = 0
+    for p, used in zip(params, reached.tolist()):
+        p.grad.copy_(total[offset : offset + p.numel()].view_as(p))
+        offset += p.numel()
+        if not used:  # as with one process: no gradient, so AdamW leaves it alone
+            p.grad = None
+
+
+# -- the NaN guard ---------------------------------------------------------------------------
+class RollBack:
+    """The last good model and optimiser states; a non-finite step goes back to them and
+    halves the learning rate (:attr:`lr_scale`, which carries over between update rules)."""
+
+    def __init__(self, model, optimizers: dict[str, torch.optim.Optimizer]) -> None:
+        self.model, self.optimizers = model, optimizers
+        self.lr_scale = 1.0
         self.mark_good()
+
+    def mark_good(self) -> None:
+        self._good = {"model": copy.deepcopy(self.model.state_dict()),
+                      "optimizers": copy.deepcopy(optimizer_states(self.optimizers))}
+
+    def roll_back(self, step: int) -> None:
+        self.model.load_state_dict(self._good["model"])
+        load_optimizer_states(self.optimizers, self._good["optimizers"])
+        self.lr_scale *= 0.5
+        log.warning("step %d: non-finite energy or gradient; rolled back to the last good state and "
+                    "halved the learning rate (scale now %.3g)", step, self.lr_scale)
+
+
+def optimizer_states(optimizers: dict[str, torch.optim.Optimizer]) -> dict:
+    return {name: opt.state_dict() for name, opt in optimizers.items()}
+
+
+def load_optimizer_states(optimizers: dict[str, torch.optim.Optimizer], states: dict) -> None:
+    if set(states) != set(optimizers):
+        raise KeyError(f"optimizers {sorted(states)} in the checkpoint, {sorted(optimizers)} configured")
+    for name, opt in optimizers.items():
+        opt.load_state_dict(states[name])

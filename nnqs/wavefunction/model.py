@@ -107,6 +107,24 @@ class TransformerWavefunction(nn.Module):
     def device(self) -> torch.device:
         return self.head.weight.device
 
+    # ------------------------------------------------------------------- parameter groups
+    def named_amplitude_parameters(self) -> list[tuple[str, nn.Parameter]]:
+        """The trainable parameters of ``log p`` (the Transformer), named as in the model."""
+        return [(n, p) for n, p in self.named_parameters() if p.requires_grad and not n.startswith("phase_net.")]
+
+    def named_phase_parameters(self) -> list[tuple[str, nn.Parameter]]:
+        """The trainable parameters of ``phi`` (the phase MLP), named as in ``self.phase_net``."""
+        return [(n, p) for n, p in self.phase_net.named_parameters() if p.requires_grad]
+
+    def amplitude_parameters(self) -> list[nn.Parameter]:
+        """The Transformer's trainable parameters; with :meth:`phase_parameters` after them,
+        every trainable parameter in ``parameters()`` order (the phase MLP is registered last)."""
+        return [p for _, p in self.named_amplitude_parameters()]
+
+    def phase_parameters(self) -> list[nn.Parameter]:
+        """The phase MLP's trainable parameters."""
+        return [p for _, p in self.named_phase_parameters()]
+
     def _logits(self, inputs: torch.Tensor, start: int, cache: KVCache | None) -> torch.Tensor:
         """Input tokens ``[B, T]`` (with BOS) at positions ``start..start+T-1`` -> logits ``[B, T, 4]``."""
         positions = self.position_embedding.weight[start : start + inputs.shape[1]]

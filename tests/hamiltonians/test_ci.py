@@ -25,11 +25,11 @@ def test_cisd_state_is_an_eigenvector_on_its_space(molecules):
     H = molecules("H2O")
     state = cisd(H)
     assert state.dets.dtype == torch.uint8 and state.coefficients.shape == (state.dets.shape[0],)
-    assert torch.equal(state.dets[0], H.hf_occupation().cpu()) and state.coefficients[0] > 0.9
+    assert torch.equal(state.dets[0], H.aufbau_occupation().cpu()) and state.coefficients[0] > 0.9
     counts = state.dets.long()
     assert (counts[:, 0::2].sum(1) == H.n_alpha).all() and (counts[:, 1::2].sum(1) == H.n_beta).all()
     # At most double excitations of HF: at most 4 spin orbitals differ... counted both ways.
-    assert ((counts != H.hf_occupation().long()).sum(1) <= 4).all()
+    assert ((counts != H.aufbau_occupation().long()).sum(1) <= 4).all()
     matrix, _ = hamiltonian_matrix(H, state.dets)
     c = state.coefficients.numpy()
     np.testing.assert_allclose(matrix @ c, state.energy * c, atol=1e-9)
@@ -46,7 +46,7 @@ def test_casci_energy_equals_pyscf(molecules, name, spin, cas):
     mf = (scf.RHF(mol) if spin == 0 else scf.ROHF(mol)).run(conv_tol=1e-11)
     reference = mcscf.CASCI(mf, cas[1], cas[0]).run().e_tot
     assert abs(state.energy - reference) < 1e-7
-    assert torch.equal(state.dets[0], H.hf_occupation().cpu()) and state.coefficients[0] > 0
+    assert torch.equal(state.dets[0], H.aufbau_occupation().cpu()) and state.coefficients[0] > 0
     # Core doubly occupied, orbitals above the window empty.
     core = (H.n_alpha + H.n_beta - cas[0]) // 2
     assert (state.dets[:, : 2 * core] == 1).all() and (state.dets[:, 2 * (core + cas[1]) :] == 0).all()
@@ -85,7 +85,7 @@ def test_bad_active_spaces(molecules):
     with pytest.raises(ValueError, match="needs 9 orbitals"):
         casci(H, 4, 6)
     with pytest.raises(ValueError, match="reference determinant"):
-        subspace_state(H, H.hf_occupation()[None].cpu(), torch.zeros(14, dtype=torch.uint8))
+        subspace_state(H, H.aufbau_occupation()[None].cpu(), torch.zeros(14, dtype=torch.uint8))
 
 
 def test_cisd_cas_space_is_the_union_of_both(molecules):

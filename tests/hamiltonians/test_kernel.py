@@ -68,7 +68,7 @@ def test_hf_energy_is_hf_diagonal(molecules):
     for name, kw in (("H2O", {}), ("CH2", {"spin": 2}), ("H2O", {"frozen_core": 1})):
         H = molecules(name, **kw)
         assert abs(H.hf_energy() - H.source["hf_energy_pyscf"]) < 1e-9
-        assert abs(H.hf_energy() - diagonal_reference(H, H.hf_occupation().tolist())) < 1e-11
+        assert abs(H.hf_energy() - diagonal_reference(H, H.aufbau_occupation().tolist())) < 1e-11
 
 
 def test_dtypes_devices_and_chunks(molecules):

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from hamiltonians import local_energy
+from hamiltonians.amplitudes import AmplitudeTable
 from hamiltonians.determinants import enumerate_determinants, pack_occupations
 from hamiltonians.exact import ground_state
 
@@ -181,12 +182,11 @@ def test_lookup_rows_count_as_batch(molecules, mode, kernel):
         evaluated.append(occ)
         return fn(occ)
 
-    part = local_energy(H, sub[:cut], counting, log_psi_x=lp[:cut], lookup=(sub[cut:], lp[cut:]), **options)
+    part = local_energy(H, sub[:cut], counting, log_psi_x=lp[:cut], lookup=AmplitudeTable(sub[cut:], lp[cut:]),
+                        **options)
     torch.testing.assert_close(part.e_loc, whole.e_loc[:cut], atol=1e-12, rtol=0)
     if evaluated:
         seen = set(pack_occupations(torch.cat(evaluated))[:, 0].tolist())
         assert not seen & set(pack_occupations(sub)[:, 0].tolist())
-    empty = local_energy(H, sub[:0], fn, log_psi_x=lp[:0], lookup=(sub, lp), **options)
+    empty = local_energy(H, sub[:0], fn, log_psi_x=lp[:0], lookup=AmplitudeTable(sub, lp), **options)
     assert empty.e_loc.shape == (0,)
-    with pytest.raises(ValueError, match="lookup"):
-        local_energy(H, sub[:cut], fn, log_psi_x=lp[:cut], lookup=(sub[cut:], lp[:2]), **options)

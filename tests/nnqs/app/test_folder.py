@@ -21,7 +21,7 @@ def reference_cache(tmp_path, monkeypatch):
 
 
 def tiny(**optim):
-    return config_from_dict({**TINY, "optim": {**TINY["optim"], "pretrain": "none", **optim}})
+    return config_from_dict({**TINY, "optim": {**TINY["optim"], **optim}, "start": {"mode": "none"}})
 
 
 def test_a_second_run_on_a_held_folder_exits_2_naming_the_holder(tmp_path):
@@ -97,7 +97,7 @@ def test_kill_9_loses_at_most_checkpoint_seconds(tmp_path):
     config = tmp_path / "c.toml"
     config.write_text('[molecule]\nname = "h2"\ngeometry = "H 0 0 0; H 0 0 0.7414"\nbasis = "sto-3g"\n'
                       '[model]\nd_model = 8\nn_layers = 1\nn_heads = 2\nphase_hidden = [8]\n'
-                      '[sampler]\nn_samples = 1000\n[optim]\nsteps = 100000\npretrain = "none"\n'
+                      '[sampler]\nn_samples = 1000\n[optim]\nsteps = 100000\n[start]\nmode = "none"\n'
                       '[run]\ncheckpoint_every = 100000\ncheckpoint_seconds = 1.0\nthreads = 1\n')
     out = tmp_path / "out"
     env = {**os.environ, "NNQS_REFERENCE_CACHE": str(tmp_path / "r.json")}

@@ -6,10 +6,9 @@ import math
 import pytest
 import torch
 
-from hamiltonians import enumerate_determinants
 from nnqs.parallel import LOCAL
 from nnqs.parallel.local import run_local
-from nnqs.training.settings import OptimConfig
+from nnqs.training.settings import LocalEnergyConfig, OptimConfig
 from samplers import bas
 from tests.models import make_model
 from tests.nnqs.parallel import workers
@@ -27,10 +26,10 @@ def batch():
 @pytest.mark.parametrize("mode,threshold,weights", [("truncated", 0.05, "counts"), ("sampled", 0.0, "psi2"),
                                                     ("exact", 0.0, "counts")])
 def test_two_ranks_give_the_single_process_step(batch, mode, threshold, weights):
-    optim = OptimConfig(steps=1, local_energy=mode, local_energy_threshold=threshold, weights=weights, sr_shift=1e-3)
+    local_energy = LocalEnergyConfig(mode=mode, threshold=threshold)
     cut = batch.n_unique // 3  # unequal shares
-    single = workers.step_quantities(LOCAL, batch, cut, optim)
-    ranks = run_local(workers.step_quantities, 2, batch, cut, optim)
+    single = workers.step_quantities(LOCAL, batch, cut, local_energy, weights)
+    ranks = run_local(workers.step_quantities, 2, batch, cut, local_energy, weights)
     for r in ranks:
         assert r["energy"] == pytest.approx(single["energy"], abs=1e-10, rel=0)
         assert r["variance"] == pytest.approx(single["variance"], abs=1e-10, rel=0)
@@ -47,39 +46,18 @@ def test_two_ranks_give_the_single_process_step(batch, mode, threshold, weights)
     assert torch.equal(ranks[0]["minsr"], ranks[1]["minsr"]) and torch.equal(ranks[0]["adamw"], ranks[1]["adamw"])
 
 
-@pytest.mark.parametrize("mode,share", [("sampled", 3), ("truncated", 3), ("truncated", 1)],
-                         ids=["sampled", "truncated", "truncated-rank-1-empty"])
-def test_two_ranks_with_anchors_give_the_single_process_step(batch, mode, share):
-    """Anchors (every third determinant) count as sampled on both ranks; each rank evaluates
-    its slice of them, and the step is the single process's (also when rank 1 has no samples)."""
-    s = workers.SYSTEM
-    anchors = enumerate_determinants(s["n"], s["n_alpha"], s["n_beta"])[::3]
-    optim = OptimConfig(steps=1, local_energy=mode, local_energy_threshold=0.05, sr_shift=1e-3)
-    cut = batch.n_unique // share
-    plain = workers.step_quantities(LOCAL, batch, cut, optim)
-    single = workers.step_quantities(LOCAL, batch, cut, optim, anchors)
-    assert abs(single["energy"] - plain["energy"]) > 1e-6  # the anchors enter
-    ranks = run_local(workers.step_quantities, 2, batch, cut, optim, anchors)
-    for r in ranks:
-        assert r["energy"] == pytest.approx(single["energy"], abs=1e-10, rel=0)
-        torch.testing.assert_close(r["minsr"], single["minsr"], rtol=0, atol=1e-10 * max(float(single["minsr"].abs().max()), 1.0))
-    torch.testing.assert_close(torch.cat([ranks[0]["e_loc"], ranks[1]["e_loc"]]), single["e_loc"], rtol=0, atol=1e-10)
-    assert ranks[0]["n_evaluated"] + ranks[1]["n_evaluated"] == single["n_evaluated"]
-
-
 def test_a_rank_without_samples_still_takes_part(batch):
-    optim = OptimConfig(steps=1, local_energy="truncated", local_energy_threshold=0.05, sr_shift=1e-3)
-    single = workers.step_quantities(LOCAL, batch, batch.n_unique, optim)
-    ranks = run_local(workers.step_quantities, 2, batch, batch.n_unique, optim)  # rank 1 holds nothing
+    local_energy = LocalEnergyConfig(mode="truncated", threshold=0.05)
+    single = workers.step_quantities(LOCAL, batch, batch.n_unique, local_energy)
+    ranks = run_local(workers.step_quantities, 2, batch, batch.n_unique, local_energy)  # rank 1 holds nothing
     assert ranks[1]["e_loc"].numel() == 0
     assert ranks[1]["energy"] == pytest.approx(single["energy"], abs=1e-10, rel=0)
     torch.testing.assert_close(ranks[1]["minsr"], single["minsr"], rtol=0, atol=1e-10)
 
 
 def test_parameters_stay_identical_through_adamw_and_minsr():
-    optim = OptimConfig(steps=6, method="minsr", adamw_steps=3, adamw_lr=1e-2, lr=0.05, warmup=0,
-                        local_energy="exact")
-    ranks = run_local(workers.train_and_compare, 2, optim, 6)
+    optim = OptimConfig(steps=6, method="minsr", adamw_steps=3, adamw_lr=1e-2, lr=0.05, warmup=0)
+    ranks = run_local(workers.train_and_compare, 2, optim, 6, LocalEnergyConfig(mode="exact"))
     assert all(ranks[0]["equal"]) and all(ranks[1]["equal"])
     assert [r.method for r in ranks[0]["records"]] == ["adamw"] * 3 + ["minsr"] * 3
     assert torch.equal(ranks[0]["params"], ranks[1]["params"])

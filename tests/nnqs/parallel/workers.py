@@ -3,8 +3,8 @@ spawned process can import them by name)."""
 
 import torch
 
-from nnqs.training.settings import OptimConfig, SamplerConfig
-from nnqs.training.trainer import Trainer
+from nnqs.training.settings import LocalEnergyConfig, OptimConfig, SamplerConfig
+from nnqs.training.trainer import PRECONDITIONERS, Trainer
 from samplers import SampleBatch
 from tests.models import make_model
 from tests.systems import random_hamiltonian
@@ -12,12 +12,13 @@ from tests.systems import random_hamiltonian
 SYSTEM = dict(n=5, n_alpha=2, n_beta=2)
 
 
-def make_trainer(comm, optim: OptimConfig, sampler: SamplerConfig | None = None, *, seed: int = 0) -> Trainer:
+def make_trainer(comm, optim: OptimConfig, sampler: SamplerConfig | None = None,
+                 local_energy: LocalEnergyConfig | None = None, *, seed: int = 0) -> Trainer:
     """A float64 random network on a random 5-orbital Hamiltonian (the same on every rank)."""
     torch.set_num_threads(1)
     model = make_model(SYSTEM["n"], SYSTEM["n_alpha"], SYSTEM["n_beta"], seed=seed)
     H = random_hamiltonian(SYSTEM["n"], SYSTEM["n_alpha"], SYSTEM["n_beta"], seed=seed)
-    return Trainer(model, H, optim, sampler or SamplerConfig(n_samples=4000), seed=seed, comm=comm)
+    return Trainer(model, H, optim, sampler or SamplerConfig(n_samples=4000), local_energy, seed=seed, comm=comm)
 
 
 def share_of(batch: SampleBatch, rank: int, cut: int) -> SampleBatch:
@@ -26,17 +27,18 @@ def share_of(batch: SampleBatch, rank: int, cut: int) -> SampleBatch:
     return SampleBatch(batch.tokens[rows], batch.counts[rows], batch.log_prob[rows], batch.n_samples)
 
 
-def step_quantities(comm, batch: SampleBatch, cut: int, optim: OptimConfig, anchors: torch.Tensor | None = None) -> dict:
+def step_quantities(comm, batch: SampleBatch, cut: int, local_energy: LocalEnergyConfig,
+                    weights: str = "counts") -> dict:
     """The energy, the AdamW gradient and the minSR direction of ``batch``, of which this rank
-    holds its share (``comm`` may be the single process, holding all of it), with ``anchors``
-    (occupations) counted as sampled."""
-    trainer = make_trainer(comm, optim)
-    trainer.set_anchors(anchors)
+    holds its share (``comm`` may be the single process, holding all of it)."""
+    trainer = make_trainer(comm, OptimConfig(steps=1, sr_shift=1e-3), SamplerConfig(n_samples=4000, weights=weights),
+                           local_energy)
     mine = batch if comm.world_size == 1 else share_of(batch, comm.rank, cut)
     out = {}
     for method in ("adamw", "minsr"):
         trainer.model.zero_grad(set_to_none=True)
-        evaluation, _ = trainer.gradient(mine, method)
+        evaluation = trainer.evaluate(mine, *local_energy.fine)
+        PRECONDITIONERS[method](trainer, mine, evaluation)
         out[method] = torch.cat([p.grad.flatten() for p in trainer.model.parameters()]).clone()
         out["energy"], out["variance"] = evaluation.estimate.energy, evaluation.estimate.variance
         out["e_loc"] = evaluation.e_loc.detach().clone()
@@ -44,9 +46,9 @@ def step_quantities(comm, batch: SampleBatch, cut: int, optim: OptimConfig, anch
     return out
 
 
-def train_and_compare(comm, optim: OptimConfig, steps: int) -> dict:
+def train_and_compare(comm, optim: OptimConfig, steps: int, local_energy: LocalEnergyConfig | None = None) -> dict:
     """Train ``steps`` steps; after each, whether every rank holds bitwise the same parameters."""
-    trainer = make_trainer(comm, optim, SamplerConfig(n_samples=3000, unique_window=(30, 60)))
+    trainer = make_trainer(comm, optim, SamplerConfig(n_samples=3000, unique_window=(30, 60)), local_energy)
     equal, records = [], []
     for _ in range(steps):
         records.append(trainer.train_step())

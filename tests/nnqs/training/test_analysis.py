@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from hamiltonians import from_pyscf
-from hamiltonians.determinants import hf_occupation, pack_occupations
+from hamiltonians.determinants import aufbau_occupation, pack_occupations
 from hamiltonians.exact import ground_state
 from nnqs.training.analysis import analyse_state, format_analysis
 from nnqs.wavefunction.tokens import tokens_to_occupations
@@ -29,7 +29,7 @@ class TableState:
 def lih():
     H = from_pyscf("Li 0 0 0; H 0 0 1.6", "sto-3g")
     e0, c, dets = ground_state(H)
-    return H, e0, c, dets, hf_occupation(H.n_orbitals, H.n_alpha, H.n_beta)
+    return H, e0, c, dets, aufbau_occupation(H.n_orbitals, H.n_alpha, H.n_beta)
 
 
 def test_exact_state_has_no_error(lih):

@@ -1,12 +1,11 @@
-"""Local energies through the training layer: KV-cache amplitudes equal full passes; anchors
-count as sampled."""
+"""Local energies through the training layer: KV-cache amplitudes equal full passes; the
+chunked evaluation over rank slices."""
 
 import pytest
 import torch
 
-from hamiltonians import enumerate_determinants, local_energy
-from nnqs.training.estimators import evaluate_local_energies, occupation_log_psi
-from nnqs.training import estimators
+from nnqs.parallel import LOCAL
+from nnqs.training.estimators import evaluate_in_slices, evaluate_local_energies, occupation_log_psi
 from nnqs.wavefunction.tokens import occupations_to_tokens, random_valid_tokens, tokens_to_occupations
 from tests.models import make_model
 from tests.systems import random_hamiltonian
@@ -29,53 +28,13 @@ def test_cache_amplitudes_equal_full_passes(mode, threshold):
         evaluate_local_energies(model, H, tokens, log_psi, mode, amplitudes="bogus")
 
 
-def _batch_and_anchors():
-    model = make_model(7, 3, 2, seed=2, phase_hidden=(16,))
-    H = random_hamiltonian(7, 3, 2, seed=3)
-    tokens = torch.unique(random_valid_tokens(model.constraint, 40, torch.Generator().manual_seed(4)), dim=0)
-    with torch.no_grad():
-        log_psi = model.log_psi(tokens)
-    return model, H, tokens, log_psi, enumerate_determinants(7, 3, 2)
-
-
-def test_every_determinant_as_anchor_makes_sampled_mode_exact():
-    model, H, tokens, log_psi, every = _batch_and_anchors()
-    exact = evaluate_local_energies(model, H, tokens, log_psi, "exact")
-    plain = evaluate_local_energies(model, H, tokens, log_psi, "sampled")
-    anchored = evaluate_local_energies(model, H, tokens, log_psi, "sampled", anchors=every)
-    assert (plain.e_loc - exact.e_loc).abs().max() > 1e-3  # the samples alone miss connections
-    torch.testing.assert_close(anchored.e_loc, exact.e_loc, rtol=0, atol=1e-10)
-    assert anchored.kept_fraction == 1.0
-    assert anchored.n_evaluated == every.shape[0] - tokens.shape[0]  # the anchors that are not samples
-
-
-@pytest.mark.parametrize("mode,threshold", [("sampled", 0.0), ("truncated", 0.05)])
-def test_anchors_enter_as_sampled_rows(mode, threshold):
-    """Reference: the kernel on the batch with the anchors appended as more rows (their local
-    energies discarded), amplitudes from full passes."""
-    model, H, tokens, log_psi, every = _batch_and_anchors()
-    anchors = every[::4]
-    got = evaluate_local_energies(model, H, tokens, log_psi, mode, threshold=threshold, anchors=anchors)
+def test_evaluate_in_slices_equals_one_pass_per_configuration():
+    model = make_model(8, 4, 3, seed=1, phase_hidden=(8,))
+    tokens = torch.unique(random_valid_tokens(model.constraint, 4000, torch.Generator().manual_seed(2)), dim=0)
     occ = tokens_to_occupations(tokens).to(torch.uint8)
-    extra = anchors[~(anchors[:, None, :] == occ[None]).all(-1).any(-1)]
+    got, evaluated, seconds = evaluate_in_slices(model, occ, LOCAL)
     with torch.no_grad():
-        extra_log_psi = model.log_psi(occupations_to_tokens(extra.long())).to(torch.complex128)
-    table = torch.cat((occ, extra))
-    ref = local_energy(H, table, occupation_log_psi(model), mode=mode, threshold=threshold,
-                       log_psi_x=torch.cat((log_psi.to(torch.complex128), extra_log_psi)))
-    torch.testing.assert_close(got.e_loc, ref.e_loc[: tokens.shape[0]], rtol=0, atol=1e-10)
-    plain = evaluate_local_energies(model, H, tokens, log_psi, mode, threshold=threshold)
-    assert got.kept_fraction > plain.kept_fraction
-
-
-def test_exact_mode_ignores_anchors(monkeypatch):
-    model, H, tokens, log_psi, every = _batch_and_anchors()
-    plain = evaluate_local_energies(model, H, tokens, log_psi, "exact")
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("exact mode evaluated the anchors")
-
-    monkeypatch.setattr(estimators, "anchor_amplitudes", refuse)
-    anchored = evaluate_local_energies(model, H, tokens, log_psi, "exact", anchors=every[::4])
-    assert anchored.n_evaluated == plain.n_evaluated
-    torch.testing.assert_close(anchored.e_loc, plain.e_loc, rtol=0, atol=0)
+        want = model.log_psi(tokens).to(torch.complex128)
+    assert evaluated == tokens.shape[0] > 1024 and seconds > 0   # more than one chunk
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+    torch.testing.assert_close(occupation_log_psi(model)(occ[:5]), want[:5], rtol=0, atol=1e-12)

@@ -1,3 +1,5 @@
+"""The start's fits (:mod:`nnqs.training.fit`): phases, amplitudes with tail draws, HF."""
+
 import pytest
 import scipy.stats
 import torch
@@ -5,8 +7,7 @@ import torch
 from hamiltonians import from_pyscf
 from hamiltonians.ci import cisd
 from nnqs.training.estimators import exact_variational_energy
-from hamiltonians.ci import CIState
-from nnqs.training.pretrain import _largest, _tail_sampler, fidelity, largest_determinants, pretrain_to_state
+from nnqs.training.fit import _largest, _tail_sampler, fidelity, fit_hf, fit_phases, fit_to_state
 from nnqs.wavefunction.tokens import occupations_to_tokens
 from tests.models import make_model
 
@@ -20,7 +21,7 @@ def lih_cisd_and_model(seed: int):
     return H, occupations_to_tokens(state.dets.long()), state.coefficients, model
 
 
-def test_cisd_pretraining_reaches_the_target_and_lowers_the_energy():
+def test_cisd_fit_reaches_the_target_and_lowers_the_energy():
     H = from_pyscf("Li 0 0 0; H 0 0 1.5949", "sto-3g")
     state = cisd(H)
     tokens = occupations_to_tokens(state.dets.long())
@@ -28,7 +29,7 @@ def test_cisd_pretraining_reaches_the_target_and_lowers_the_energy():
     model = make_model(H.n_orbitals, H.n_alpha, H.n_beta, seed=0, dtype="float64", d_model=16,
                        n_layers=2, n_heads=2, phase_hidden=(32,))
     before = fidelity(model, tokens, state.coefficients)
-    after = pretrain_to_state(model, tokens, state.coefficients, steps=400, lr=1e-2, target_fidelity=0.99)
+    after = fit_to_state(model, tokens, state.coefficients, steps=400, lr=1e-2, target_fidelity=0.99)
     assert before < 0.5 < 0.99 <= after
     assert after == fidelity(model, tokens, state.coefficients)
     # A state with fidelity 0.99 to CISD lies well below HF.
@@ -37,7 +38,7 @@ def test_cisd_pretraining_reaches_the_target_and_lowers_the_energy():
 
 def test_fit_on_the_largest_determinants_reports_the_fidelity_with_the_whole_target():
     _, tokens, c, model = lih_cisd_and_model(seed=1)
-    after = pretrain_to_state(model, tokens, c, steps=150, lr=1e-2, target_fidelity=0.9999, max_determinants=4)
+    after = fit_to_state(model, tokens, c, steps=150, lr=1e-2, target_fidelity=0.9999, max_determinants=4)
     top = torch.argsort(c.abs(), descending=True)[:4]
     on_top = fidelity(model, tokens[top], c[top] / c[top].norm())
     assert after == fidelity(model, tokens, c)
@@ -50,9 +51,9 @@ def test_tail_draws_let_the_fit_learn_the_weight_outside_the_largest_determinant
     per step by their weight takes it well past."""
     _, tokens, c, model = lih_cisd_and_model(seed=1)
     kept = float(c[torch.argsort(c.abs(), descending=True)[:4]].norm() ** 2 / c.norm() ** 2)
-    without = pretrain_to_state(model, tokens, c, steps=150, lr=1e-2, target_fidelity=0.9999, max_determinants=4)
+    without = fit_to_state(model, tokens, c, steps=150, lr=1e-2, target_fidelity=0.9999, max_determinants=4)
     _, _, _, model = lih_cisd_and_model(seed=1)
-    with_tail = pretrain_to_state(model, tokens, c, steps=150, lr=1e-2, target_fidelity=0.9999, max_determinants=4,
+    with_tail = fit_to_state(model, tokens, c, steps=150, lr=1e-2, target_fidelity=0.9999, max_determinants=4,
                                   tail=16)
     assert kept < 0.995 and without < kept + 1e-3          # measured: 0.99431, 0.99500
     assert 1 - with_tail < 0.2 * (1 - without)             # measured: 0.99953
@@ -77,68 +78,7 @@ def test_tail_draws_follow_the_weights_outside_the_largest():
     assert _tail_sampler(tokens[none_outside], c[none_outside], 5) is None
 
 
-def test_auto_start_picks_cisd_or_cisd_cas_by_the_hf_weight(caplog):
-    import logging
-
-    from nnqs.training.pretrain import start_state
-    from nnqs.training.settings import OptimConfig
-
-    settings = OptimConfig(pretrain="auto")
-    for r, expect in ((1.0977, "CISD ("), (2.5, "CISD+CAS")):
-        H = from_pyscf(f"N 0 0 0; N 0 0 {r}", "sto-3g")
-        caplog.clear()
-        with caplog.at_level(logging.INFO, logger="nnqs.training.pretrain"):
-            state = start_state(H, settings, hf_occupation=H.hf_occupation(), order=list(range(H.n_orbitals)))
-        (message,) = [rec.getMessage() for rec in caplog.records if "auto start" in rec.getMessage()]
-        assert expect in message
-        plain = cisd(H)
-        assert state.energy <= plain.energy + 1e-12  # the union is never above CISD
-        if expect == "CISD+CAS":
-            assert state.energy < plain.energy - 1e-3 and state.dets.shape[0] > plain.dets.shape[0]
-
-
-@pytest.mark.parametrize("geometry, spin, cas, gain", [
-    ("O 0 0 0; H 0 1.5266 -1.1826; H 0 -1.5266 -1.1826", 0, (6, 5), 1e-3),  # 2 virtuals: CAS(6, 6) does not fit
-    ("O 0 0 0; H 0 0 1.8", 1, (5, 4), 0.0),        # OH doublet: odd count, 2 virtuals (CAS(5, 4) lies in CISD)
-])
-def test_auto_start_fits_its_active_space_to_the_molecule(geometry, spin, cas, gain, caplog):
-    import logging
-
-    from nnqs.training.pretrain import start_state
-    from nnqs.training.settings import OptimConfig
-
-    H = from_pyscf(geometry, "sto-3g", spin=spin)
-    with caplog.at_level(logging.INFO, logger="nnqs.training.pretrain"):
-        state = start_state(H, OptimConfig(pretrain="auto"), hf_occupation=H.hf_occupation(),
-                            order=list(range(H.n_orbitals)))
-    assert f"CISD+CAS{cas}" in caplog.text
-    assert state.energy <= cisd(H).energy - gain + 1e-12
-
-
-def test_sci_start_grows_the_auto_state_to_the_configured_size():
-    from nnqs.training.pretrain import start_state
-    from nnqs.training.settings import OptimConfig
-
-    H = from_pyscf("N 0 0 0; N 0 0 2.0", "sto-3g")   # stretched: the auto state is CISD+CAS(6, 6)
-    order = list(range(H.n_orbitals))
-    auto = start_state(H, OptimConfig(pretrain="auto"), hf_occupation=H.hf_occupation(), order=order)
-    grown = start_state(H, OptimConfig(pretrain="sci", pretrain_sci_determinants=3000),
-                        hf_occupation=H.hf_occupation(), order=order)
-    assert grown.dets.shape[0] == 3000 > auto.dets.shape[0]
-    assert torch.equal(grown.dets[0], auto.dets[0]) and grown.energy < auto.energy - 1e-3
-    inside = {tuple(d) for d in grown.dets.tolist()}
-    assert all(tuple(d) in inside for d in auto.dets.tolist())   # CIPSI only adds
-    # a size below the auto state's still grows it: twice over
-    small = start_state(H, OptimConfig(pretrain="sci", pretrain_sci_determinants=10),
-                        hf_occupation=H.hf_occupation(), order=order)
-    assert small.dets.shape[0] == 2 * auto.dets.shape[0] and small.energy < auto.energy
-    with pytest.raises(ValueError, match="pretrain_sci_determinants"):
-        OptimConfig(pretrain="sci", pretrain_sci_determinants=0)
-
-
 def test_the_phase_fit_gets_the_signs_right_and_leaves_the_amplitudes_alone():
-    from nnqs.training.pretrain import fit_phases
-
     _, tokens, c, model = lih_cisd_and_model(seed=2)
     amplitudes = {k: v.clone() for k, v in model.state_dict().items() if not k.startswith("phase_net.")}
 
@@ -166,14 +106,14 @@ def test_the_phase_fit_goes_back_to_its_best_when_adam_leaves_the_basin(caplog, 
     """At lr 1.0 Adam's loss stays above its best for 100 steps and more; with the guard set to
     fire after 20 steps above it (by any amount), it sends the parameters back to the best at
     half the rate, and the network ends with the lowest loss the fit reached, not its last."""
-    import nnqs.training.pretrain as pretrain_module
+    import nnqs.training.fit as fit_module
 
-    monkeypatch.setattr(pretrain_module, "PHASE_SPIKE", 1.0)
-    monkeypatch.setattr(pretrain_module, "PHASE_SPIKE_FLOOR", 0.0)
+    monkeypatch.setattr(fit_module, "PHASE_SPIKE", 1.0)
+    monkeypatch.setattr(fit_module, "PHASE_SPIKE_FLOOR", 0.0)
     _, tokens, c, model = lih_cisd_and_model(seed=2)
     before = phase_loss(model, tokens, c)
-    with caplog.at_level("WARNING", logger="nnqs.training.pretrain"):
-        best = pretrain_module.fit_phases(model, tokens, c, steps=300, lr=1.0, warmup=0, patience=20)
+    with caplog.at_level("WARNING", logger="nnqs.training.fit"):
+        best = fit_module.fit_phases(model, tokens, c, steps=300, lr=1.0, warmup=0, patience=20)
     assert "back to the best parameters" in caplog.text
     assert best == pytest.approx(phase_loss(model, tokens, c), rel=1e-10, abs=1e-14)
     assert best < 0.1 * before
@@ -186,11 +126,11 @@ def test_the_phase_fit_keeps_o2_signs_that_adam_throws_away():
     that ended there trapped the VMC run 14.9 mHa above FCI); the fit now ends at its best."""
     from nnqs.app.runconfig import MoleculeConfig, RunConfig
     from nnqs.app.system import build_model, build_system
-    from nnqs.training.pretrain import fit_phases, start_state
+    from nnqs.training.start import ci_target
 
     config = RunConfig(molecule=MoleculeConfig(name="o2", geometry="O 0 0 0; O 0 0 1.2075", basis="sto-3g", spin=2))
     system = build_system(config.molecule, references=False)
-    state = start_state(system.hamiltonian, config.optim, hf_occupation=system.hf_occupation, order=system.order)
+    state, _ = ci_target(system.hamiltonian, config.start, hf_occupation=system.hf_occupation, order=system.order)
     tokens = occupations_to_tokens(state.dets.long())
     torch.manual_seed(0)
     model = build_model(config.model, system)
@@ -203,8 +143,6 @@ def test_the_phase_fit_keeps_o2_signs_that_adam_throws_away():
 def test_the_phase_fit_warm_up_finds_the_signs_of_stretched_n2():
     """N2 at 1.77 A (multireference): Adam's first full-size steps leave the signs of its CISD
     state wrong; with the default warm-up they come out right."""
-    from nnqs.training.pretrain import fit_phases
-
     H = from_pyscf("N 0 0 0; N 0 0 1.771429", "sto-3g")
     state = cisd(H)
     tokens, c = occupations_to_tokens(state.dets.long()), state.coefficients
@@ -220,12 +158,15 @@ def test_the_phase_fit_warm_up_finds_the_signs_of_stretched_n2():
     assert wrong[300] < 1e-6 and wrong[300] < 1e-2 * wrong[0]
 
 
-def test_largest_determinants_keeps_the_largest_coefficients_ties_in_order():
-    dets = torch.eye(6, dtype=torch.uint8)  # six distinct rows
-    c = torch.tensor([0.1, -0.5, 0.3, 0.5, -0.3, 0.2], dtype=torch.float64)
-    state = CIState(0.0, dets, c / c.norm())
-    kept = largest_determinants(state, 3)
-    assert kept.dtype == torch.uint8 and kept.shape == (3, 6)
-    # |c| = 0.5, 0.5, 0.3, 0.3: the ties go by their order in the state (rows 1, 3, then 2 before 4)
-    assert torch.equal(kept, dets[[1, 3, 2]])
-    assert torch.equal(largest_determinants(state, 10), dets[[1, 3, 2, 4, 5, 0]])
+def test_fit_hf_reaches_target():
+    model = make_model(5, 2, 2, seed=0)
+    x = hf(5, 2, 2)
+    p = fit_hf(model, x, 0.8)
+    assert 0.8 <= p < 1.0
+    with torch.no_grad():
+        assert abs(float(model.log_prob(x).exp()) - p) < 1e-12
+
+
+def hf(n, n_alpha, n_beta):
+    return torch.tensor([[3] * min(n_alpha, n_beta) + [1 if n_alpha > n_beta else 2] * abs(n_alpha - n_beta)
+                         + [0] * (n - max(n_alpha, n_beta))])

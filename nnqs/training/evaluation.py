@@ -1,0 +1,85 @@
+"""The final evaluation of a trained network: one fresh, larger sample, the fine local
+energies, and the checks that are affordable (exact variational energy, truncation bias)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+from nnqs.training.estimators import estimate_energy, evaluate_local_energies, exact_variational_energy
+from nnqs.training.trainer import Trainer
+
+#: Largest determinant space for which the exact variational energy is also computed.
+EXACT_ENERGY_MAX_DETERMINANTS = 200_000
+#: The local energies are repeated in exact mode (the truncation's bias on the same samples)
+#: when the samples have at most this many excitations in all: the cost is the amplitudes of
+#: up to that many connected configurations.
+BIAS_CHECK_MAX_EXCITATIONS = 5_000_000
+
+
+@dataclass(frozen=True)
+class FinalEvaluation:
+    """What the final evaluation measured.
+
+    Attributes:
+        energy, energy_stderr, variance: the estimate on the evaluation sample, fine local energies.
+        local_energy: their mode; kept_fraction: the share of connections that entered.
+        energy_exact_variational: ``<psi|H|psi>`` over the whole space (``None`` beyond
+            :data:`EXACT_ENERGY_MAX_DETERMINANTS`).
+        truncation_bias_mha: truncated minus exact local energies' estimate on the same
+            samples, in mHa (``None`` unless truncated and within :data:`BIAS_CHECK_MAX_EXCITATIONS`).
+        n_samples, n_unique: the evaluation sample's draws and unique configurations (all ranks).
+        p_hf_final: ``p(HF)`` of the trained network.
+        evaluation_seconds: wall time of the evaluation.
+    """
+
+    energy: float
+    energy_stderr: float
+    variance: float
+    local_energy: str
+    kept_fraction: float
+    energy_exact_variational: float | None
+    truncation_bias_mha: float | None
+    n_samples: int
+    n_unique: int
+    p_hf_final: float
+    evaluation_seconds: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def final_evaluation(trainer: Trainer, n_samples: int, hf_tokens: torch.Tensor) -> FinalEvaluation:
+    """Evaluate ``trainer``'s network on ``n_samples`` fresh draws (from its random stream) with
+    the fine local energies; with several ranks every rank calls it and gets the same numbers."""
+    started = time.perf_counter()
+    model, H, comm = trainer.model, trainer.H, trainer.comm
+    mode, threshold = trainer.local_energy_cfg.fine
+    model.eval()
+    batch = trainer.sample(n_samples)
+    with torch.no_grad():
+        evaluation = trainer.evaluate(batch, mode, threshold)
+    est = evaluation.estimate
+    n_unique = sum(comm.sizes(batch.n_unique))
+    bias = None
+    if mode == "truncated" and n_unique * H.n_excitations <= BIAS_CHECK_MAX_EXCITATIONS:
+        with torch.no_grad():
+            exact_mode = evaluate_local_energies(model, H, batch.tokens, evaluation.log_psi, "exact",
+                                                 amplitudes=trainer.local_energy_cfg.amplitudes, comm=comm)
+        bias = 1e3 * (est.energy - estimate_energy(exact_mode.e_loc, evaluation.weights, batch.n_samples, comm).energy)
+    exact = None
+    if H.n_determinants <= EXACT_ENERGY_MAX_DETERMINANTS:
+        exact = comm.run_on_main(lambda: exact_variational_energy(model, H))
+    return FinalEvaluation(
+        energy=est.energy, energy_stderr=est.stderr, variance=est.variance, local_energy=mode,
+        kept_fraction=evaluation.local_energy.kept_fraction, energy_exact_variational=exact,
+        truncation_bias_mha=bias, n_samples=batch.n_samples, n_unique=n_unique,
+        p_hf_final=p_hf(model, hf_tokens), evaluation_seconds=time.perf_counter() - started)
+
+
+def p_hf(model, hf_tokens: torch.Tensor) -> float:
+    """``p(HF)`` of ``model`` for the HF tokens ``[1, N]``."""
+    with torch.no_grad():
+        return float(model.log_prob(hf_tokens.to(model.device)).exp())

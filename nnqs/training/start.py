@@ -1,0 +1,262 @@
+"""The start: the network fitted to a CI wavefunction before VMC.
+
+:class:`Start` is a solver object in PySCF's manner: documented settings
+(:class:`StartSettings`, the run config's ``[start]`` table), :meth:`Start.kernel` that does the
+work, the results kept as attributes (:attr:`Start.target`, :attr:`Start.fidelity`, ...) and
+:meth:`Start.dump_flags`. ``kernel`` builds the CI target (:meth:`Start.build_target`: HF,
+CISD, CASCI, their union, or a selected CI grown from them), fits the network to it (phases,
+then amplitudes: :mod:`nnqs.training.fit`), and, when the fit ends below
+``min_fidelity``, fits a freshly initialised network from the factory it is given and keeps the
+better of the two.
+
+Why a CI start: it puts most probability on HF *and* gives the doubles (and the triples and
+quadruples a selected CI adds) their correct signs; from a random network, determinants whose
+initial phase is wrong lose their amplitude early in VMC, are never sampled again, and the run
+stalls above FCI.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from hamiltonians.ci import CIState, cas_window, casci, cisd, cisd_cas, selected_ci
+from nnqs.training.fit import fit_hf, fit_to_state
+from nnqs.wavefunction.tokens import occupations_to_tokens
+
+log = logging.getLogger(__name__)
+
+MODES = ("sci", "auto", "cisd", "casci", "cisd_cas", "hf", "none")
+#: ``mode = "auto"``: CISD when its HF weight ``|c_HF|^2`` is at least this, else CISD+CAS.
+AUTO_HF_WEIGHT = 0.85
+#: ``mode = "auto"``'s active space when ``cas`` is not given: CAS(6, 6) (or smaller).
+AUTO_CAS = (6, 6)
+#: ``mode = "sci"`` grows the auto state at least this many times over.
+SCI_MIN_GROWTH = 2
+
+
+@dataclass(frozen=True)
+class StartSettings:
+    """The start (the run config's ``[start]`` table).
+
+    Attributes:
+        mode: the target. ``"sci"``: the ``"auto"`` state grown by CIPSI steps
+            (:func:`hamiltonians.ci.selected_ci`) to ``sci_determinants``, or to twice its size
+            where it is already larger. ``"auto"``: CISD when HF carries at least
+            :data:`AUTO_HF_WEIGHT` of it, else the ground state in the union of CISD and
+            CAS(``cas``, default CAS(6, 6) or the largest that fits). ``"cisd"``, ``"casci"``
+            (CASCI(``cas``)), ``"cisd_cas"`` (the union of both spaces), ``"hf"`` (fit
+            ``-log p(HF)`` until ``p(HF)`` reaches ``hf_target``) or ``"none"`` (no start).
+        cas: ``[n_electrons, n_orbitals]``, the active space of ``"casci"`` and ``"cisd_cas"``
+            (and of ``"auto"`` when given), around the Fermi level in the energy-ordered orbitals.
+        hf_target: the ``p(HF)`` target of ``mode = "hf"``.
+        steps: at most this many Adam steps of the amplitude fit.
+        lr: the amplitude fit's learning rate.
+        max_determinants: the amplitude fit uses the target's this many largest determinants
+            (0 = all), which bounds its cost on large CI spaces.
+        tail: with ``max_determinants``, also draw this many of the other determinants per fit
+            step by their weight, so the fit learns the weight outside the largest instead of
+            dropping it (an unbiased estimate of the whole target's cross-entropy).
+        sci_determinants: the size of ``mode = "sci"``'s selected-CI space.
+        min_fidelity: a fit that ends below this fidelity is repeated from a freshly
+            initialised network (when :meth:`Start.kernel` is given a factory), and the better
+            of the two is kept.
+        phase_steps: Adam steps of the phase fit, which runs first (0 = none).
+        phase_determinants: the phase fit uses the target's this many largest determinants.
+        phase_lr: the phase fit's peak learning rate (cosine decay to 1 %).
+        phase_warmup: the phase fit's learning rate rises linearly over this many first steps.
+        phase_patience: a phase loss 10x above its best for this many steps running sends the
+            fit back to its best parameters at half the rate (0 = never).
+    """
+
+    mode: str = "sci"
+    cas: tuple[int, ...] = ()
+    hf_target: float = 0.9
+    steps: int = 1000
+    lr: float = 3e-3
+    max_determinants: int = 1024
+    tail: int = 512
+    sci_determinants: int = 8192
+    min_fidelity: float = 0.5
+    phase_steps: int = 3000
+    phase_determinants: int = 8192
+    phase_lr: float = 1e-2
+    phase_warmup: int = 300
+    phase_patience: int = 100
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(repr(m) for m in MODES)}, got {self.mode!r}")
+        if self.mode in ("casci", "cisd_cas") and (
+                len(self.cas) != 2 or not all(type(x) is int and x >= 1 for x in self.cas)):
+            raise ValueError(f"mode = {self.mode!r} needs cas = [n_electrons, n_orbitals] "
+                             f"(two positive integers), got {list(self.cas)}")
+        if not 0 <= self.hf_target < 1 or not 0 <= self.min_fidelity < 1:
+            raise ValueError(f"hf_target ({self.hf_target}) and min_fidelity ({self.min_fidelity}) must lie in [0, 1)")
+        counts = {k: getattr(self, k) for k in ("steps", "max_determinants", "tail", "phase_steps",
+                                                 "phase_warmup", "phase_patience")}
+        if any(v < 0 for v in counts.values()) or self.sci_determinants < 1 or self.phase_determinants < 1:
+            raise ValueError(f"{counts} must be >= 0, sci_determinants ({self.sci_determinants}) and "
+                             f"phase_determinants ({self.phase_determinants}) >= 1")
+        if not (self.lr > 0 and self.phase_lr > 0):
+            raise ValueError(f"lr ({self.lr}) and phase_lr ({self.phase_lr}) must be > 0")
+
+    @property
+    def fits_ci(self) -> bool:
+        """Whether the target is a CI state (not HF alone, not none)."""
+        return self.mode not in ("hf", "none")
+
+
+class Start:
+    """Build the CI target, fit the network, refit from a fresh network if the fit is poor.
+
+    Attributes (results, set by :meth:`kernel`):
+        settings: the :class:`StartSettings`.
+        target: the :class:`hamiltonians.ci.CIState` fitted (``None`` for ``"hf"``/``"none"``).
+        chosen: what the target is (``"cisd"``, ``"cisd_cas(6, 6)"``, ``"sci(cisd)"`` ...).
+        fidelity: ``|<target|psi>|^2`` of the network kept (``p(HF)`` for ``"hf"``; ``None``
+            for ``"none"``).
+        refit: ``None`` when no refit ran, else ``"kept fresh"`` or ``"kept first"``.
+        target_seconds, fit_seconds: wall time of the target's solve and of the fit(s).
+    """
+
+    def __init__(self, settings: StartSettings | None = None) -> None:
+        self.settings = settings or StartSettings()
+        self.target: CIState | None = None
+        self.chosen: str | None = None
+        self.fidelity: float | None = None
+        self.refit: str | None = None
+        self.target_seconds = 0.0
+        self.fit_seconds = 0.0
+
+    def dump_flags(self) -> None:
+        """Log the settings, one line."""
+        fields = ", ".join(f"{k} = {v}" for k, v in dataclasses.asdict(self.settings).items())
+        log.info("start: %s", fields)
+
+    def kernel(self, model, H, *, hf_occupation: torch.Tensor, order: list[int],
+               fresh_model: Callable[[], torch.nn.Module] | None = None) -> float | None:
+        """Fit ``model`` in place to the start's target for ``H``; returns the fidelity.
+
+        Args:
+            model: a ``TransformerWavefunction`` (its current weights are the fit's start,
+                e.g. a warm start from a nearby geometry).
+            H: the Hamiltonian, orbitals in autoregressive ``order``.
+            hf_occupation: uint8 ``[2N]``, the HF determinant in that order.
+            order: ``order[i]`` = original orbital at position ``i`` (CAS windows are chosen in
+                the original, energy-ordered orbitals).
+            fresh_model: makes a freshly initialised network; a fit below ``min_fidelity`` is
+                then repeated on one, and ``model`` gets the better weights. ``None``: no refit.
+
+        Raises:
+            ValueError: a ``cas`` window that does not fit the molecule.
+        """
+        settings = self.settings
+        began = time.perf_counter()
+        if settings.fits_ci and self.target is None:
+            self.target = self.build_target(H, hf_occupation=hf_occupation, order=order)
+        self.target_seconds = time.perf_counter() - began
+        began = time.perf_counter()
+        self.fidelity = self._fit(model, hf_occupation)
+        if self.fidelity is not None and self.fidelity < settings.min_fidelity and fresh_model is not None:
+            log.warning("start fit reached fidelity %.4f < %.2f; refitting a fresh network", self.fidelity,
+                        settings.min_fidelity)
+            fresh = fresh_model()
+            again = self._fit(fresh, hf_occupation)
+            if again is not None and again > self.fidelity:
+                model.load_state_dict(fresh.state_dict())
+                self.fidelity, self.refit = again, "kept fresh"
+                log.warning("kept the fresh network (fidelity %.4f)", again)
+            else:
+                self.refit = "kept first"
+                log.warning("kept the first fit (the fresh one reached %.4f)",
+                            again if again is not None else float("nan"))
+        self.fit_seconds = time.perf_counter() - began
+        return self.fidelity
+
+    def _fit(self, model, hf_occupation: torch.Tensor) -> float | None:
+        s = self.settings
+        if s.mode == "none":
+            return None
+        if s.mode == "hf":
+            return fit_hf(model, occupations_to_tokens(hf_occupation[None].long()), s.hf_target)
+        tokens = occupations_to_tokens(self.target.dets.long())
+        phases = dict(steps=s.phase_steps, lr=s.phase_lr, max_determinants=s.phase_determinants,
+                      warmup=s.phase_warmup, patience=s.phase_patience or None)
+        value = fit_to_state(model, tokens, self.target.coefficients, steps=s.steps, lr=s.lr,
+                             max_determinants=s.max_determinants or None, tail=s.tail, phases=phases)
+        log.info("%s start: E = %.8f over %d determinants, fidelity %.5f", self.chosen, self.target.energy,
+                 self.target.dets.shape[0], value)
+        return value
+
+    def build_target(self, H, *, hf_occupation: torch.Tensor, order: list[int]) -> CIState:
+        """The CI wavefunction of ``settings.mode`` for ``H`` (sets :attr:`chosen`)."""
+        state, self.chosen = ci_target(H, self.settings, hf_occupation=hf_occupation, order=order)
+        return state
+
+    def summary(self) -> dict:
+        """What ``result.json`` records of the start: its settings and results."""
+        return {"settings": dataclasses.asdict(self.settings), "chosen": self.chosen, "fidelity": self.fidelity,
+                "determinants": None if self.target is None else int(self.target.dets.shape[0]),
+                "target_energy": None if self.target is None else float(self.target.energy),
+                "refit": self.refit, "target_seconds": self.target_seconds, "fit_seconds": self.fit_seconds}
+
+
+def _auto_cas(H, settings: StartSettings) -> tuple[int, int]:
+    if settings.cas:
+        return tuple(settings.cas)
+    # The largest window up to AUTO_CAS that fits: fewer orbitals where there are too few above
+    # the Fermi level (H2O / STO-3G has 2 virtuals), one electron fewer for an odd count.
+    for n_active in range(min(AUTO_CAS[1], H.n_orbitals), 0, -1):
+        for n_electrons in range(min(AUTO_CAS[0], H.n_alpha + H.n_beta, 2 * n_active), 0, -1):
+            try:
+                cas_window(H.n_orbitals, H.n_alpha, H.n_beta, n_electrons, n_active)
+            except ValueError:
+                continue
+            return n_electrons, n_active
+    raise ValueError(f"no active space fits ({H.n_alpha}, {H.n_beta}) electrons in {H.n_orbitals} orbitals")
+
+
+def ci_target(H, settings: StartSettings, *, hf_occupation: torch.Tensor, order: list[int]) -> tuple[CIState, str]:
+    """The CI wavefunction that ``settings.mode`` (``"cisd"``, ``"casci"``, ``"cisd_cas"``,
+    ``"auto"`` or ``"sci"``) fits, for ``H`` with orbitals in autoregressive ``order``, and a
+    label saying what it is. The ``"auto"`` choice is logged.
+
+    Raises:
+        ValueError: a ``cas`` window that does not fit the molecule.
+    """
+    mode = settings.mode
+    if mode == "sci":
+        start, label = ci_target(H, dataclasses.replace(settings, mode="auto"), hf_occupation=hf_occupation,
+                                 order=order)
+        size = max(settings.sci_determinants, SCI_MIN_GROWTH * start.dets.shape[0])
+        state = selected_ci(H, start, max_determinants=size)
+        log.info("selected CI: %d -> %d determinants, E %.8f -> %.8f", start.dets.shape[0], state.dets.shape[0],
+                 start.energy, state.energy)
+        return state, f"sci({label})"
+    if mode in ("cisd", "auto"):
+        state = cisd(H, reference=hf_occupation)
+        if mode == "cisd":
+            return state, "cisd"
+        hf_weight = float(state.coefficients[0] ** 2)  # the reference comes first
+        if hf_weight >= AUTO_HF_WEIGHT:
+            log.info("auto start: CISD (HF weight %.3f >= %.2f)", hf_weight, AUTO_HF_WEIGHT)
+            return state, "cisd"
+        cas = _auto_cas(H, settings)
+        log.info("auto start: CISD+CAS%s (HF weight %.3f < %.2f: multireference)", cas, hf_weight, AUTO_HF_WEIGHT)
+        try:
+            return cisd_cas(H, *cas, order=order), f"cisd_cas{cas}"
+        except ValueError as error:
+            raise ValueError(f"cas: {error}") from None
+    if mode not in ("casci", "cisd_cas"):
+        raise ValueError(f"mode {mode!r} has no CI target")
+    build = casci if mode == "casci" else cisd_cas
+    try:
+        return build(H, *settings.cas, order=order), f"{mode}{tuple(settings.cas)}"
+    except ValueError as error:
+        raise ValueError(f"cas: {error}") from None

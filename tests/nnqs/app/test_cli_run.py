@@ -1,0 +1,60 @@
+"""``nnqs run`` through the CLI: a run from an FCIDUMP, finished runs and resumes, no progress
+bar off a terminal, a closed pipe."""
+
+import json
+import os
+import subprocess
+import sys
+
+from hamiltonians import from_pyscf, write_fcidump
+from nnqs.app import cli
+from tests.nnqs.app.test_cli_errors import TINY, config, nnqs
+
+
+def test_cli_fcidump_run(tmp_path, capsys, monkeypatch):
+    H = from_pyscf("H 0 0 0; H 0 0 0.7414", "sto-3g")
+    path = tmp_path / "h2.fcidump"
+    write_fcidump(H, path)
+    code = cli.main(["run", "--fcidump", str(path), "--steps", "3", "--out", str(tmp_path / "o"), "--no-progress"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "h2: E =" in out and "FCI" in out and "start (CI solve and fit)" in out
+    assert json.loads((tmp_path / "o" / "result.json").read_text())["steps"] == 3
+
+
+def test_a_closed_pipe_is_not_an_error(tmp_path):
+    shell = f"'{sys.executable}' -m nnqs check-consistency --orbitals 4 --batch 4 | head -c 0"
+    result = subprocess.run(["bash", "-c", f"set -o pipefail; {shell}"], capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr
+
+
+def test_no_progress_bar_when_stderr_is_not_a_terminal(tmp_path):
+    result = nnqs(tmp_path, "run", config(tmp_path), "--out", str(tmp_path / "o"))
+    assert result.returncode == 0, result.stderr
+    assert "\r" not in result.stderr and "it/s" not in result.stderr
+    assert (tmp_path / "o" / "result.json").stat().st_mode & 0o777 == 0o666 & ~current_umask()
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_finished_runs_and_resumes_through_the_cli(tmp_path):
+    first = nnqs(tmp_path, "run", config(tmp_path), "--out", str(tmp_path / "done"))
+    assert first.returncode == 0, first.stderr
+    before = {p.name: p.read_bytes() for p in (tmp_path / "done").iterdir() if not p.name.startswith(".nnqs")}
+    other = tmp_path / "other.toml"
+    other.write_text(TINY.replace("0.7414", "0.9"))
+    (tmp_path / "xx.toml").write_text(TINY.replace("H 0 0 0; H 0 0 0.7414", "Xx 0 0 0; H 0 0 1"))
+    for args, needle in ((["run", config(tmp_path), "--out", str(tmp_path / "done")], "already holds a run"),
+                         (["run", config(tmp_path), "--out", str(tmp_path / "done"), "--resume", "--steps", "5"],
+                          "pass --extend"),
+                         (["run", str(other), "--out", str(tmp_path / "done"), "--resume"], "another [molecule]"),
+                         (["run", str(tmp_path / "xx.toml"), "--out", str(tmp_path / "xx")], "unknown element")):
+        result = nnqs(tmp_path, *args)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.returncode == 2 and len(lines) == 1 and needle in lines[0], result.stderr
+    after = {p.name: p.read_bytes() for p in (tmp_path / "done").iterdir() if not p.name.startswith(".nnqs")}
+    assert after == before

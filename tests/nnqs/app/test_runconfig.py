@@ -1,0 +1,53 @@
+"""nnqs.app.runconfig: one table per concept, unknown and moved keys named, shipped configs parse."""
+
+from pathlib import Path
+
+import pytest
+
+from nnqs.app.runconfig import MOVED, ConfigError, RunConfig, config_from_dict, load_config
+from tests.nnqs.app.helpers import H2
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_config_errors():
+    with pytest.raises(ConfigError, match="optim.stepz"):
+        config_from_dict({"molecule": H2, "optim": {"stepz": 3}})
+    with pytest.raises(ConfigError, match="unknown table"):
+        config_from_dict({"molecule": H2, "modle": {}})
+    with pytest.raises(ConfigError, match="optim.steps must be of type int"):
+        config_from_dict({"molecule": H2, "optim": {"steps": "many"}})
+    with pytest.raises(ConfigError, match="exactly one of"):
+        config_from_dict({"molecule": {"basis": "sto-3g"}})
+    with pytest.raises(ConfigError, match="optim.anchors: anchors were removed"):
+        config_from_dict({"molecule": H2, "optim": {"anchors": 4}})
+    for cas in ([], [6], [6.5, 6], [0, 2]):
+        with pytest.raises(ConfigError, match=r"\[start\] mode = 'casci' needs cas"):
+            config_from_dict({"molecule": H2, "start": {"mode": "casci", "cas": cas}})
+
+
+def test_example_configs_load():
+    configs = sorted(ROOT.joinpath("experiments", "configs").rglob("*.toml"))
+    assert len(configs) >= 7
+    for path in configs:
+        load_config(path)
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_a_moved_key_names_its_new_place(old):
+    table, key = old.split(".")
+    new_table, new_key = MOVED[old].split(".")
+    with pytest.raises(ConfigError, match=rf"{old} is now {MOVED[old]} \(key '{new_key}' in the \[{new_table}\] table\)"):
+        config_from_dict({"molecule": H2, table: {key: 1}})
+    # ... and the new place exists
+    assert new_key in RunConfig.__dataclass_fields__[new_table].default_factory().__dataclass_fields__
+
+
+def test_one_table_per_concept():
+    assert list(RunConfig.__dataclass_fields__) == ["molecule", "model", "sampler", "start", "local_energy",
+                                                    "optim", "stop", "run"]
+    config = config_from_dict({"molecule": H2, "start": {"mode": "cisd", "phase_steps": 10},
+                               "local_energy": {"mode": "exact"}, "stop": {"window": 4},
+                               "sampler": {"weights": "psi2"}})
+    assert (config.start.mode, config.start.phase_steps, config.local_energy.mode, config.stop.window,
+            config.sampler.weights) == ("cisd", 10, "exact", 4, "psi2")
