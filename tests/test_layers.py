@@ -115,3 +115,32 @@ def test_no_import_circles():
 def test_every_layer_has_modules(rule):
     """The rules name real packages (a renamed folder must not silently disable them)."""
     assert any(m == rule or m.startswith(rule + ".") for m in KNOWN)
+
+
+#: The application runs the start through its object and nothing else of training's internals:
+#: no fit, no CI target, no local energies or estimators of its own.
+APP_MAY_NOT_IMPORT = ("nnqs.training.fit", "nnqs.training.estimators", "nnqs.training.sr", "hamiltonians.ci",
+                      "hamiltonians.local_energy")
+#: ... and from the start and the trainer only their public names (no ``_private`` ones).
+def test_the_application_holds_no_training_logic():
+    bad = []
+    for path, module, tree in sources():
+        if part_of(module) != "nnqs.app":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [alias.name for alias in node.names]
+                if node.module in APP_MAY_NOT_IMPORT or any(f"{node.module}.{n}" in APP_MAY_NOT_IMPORT for n in names):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: imports {node.module} {names}")
+                if node.module.startswith("nnqs.training") and any(n.startswith("_") for n in names):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: imports private {names} of {node.module}")
+            elif isinstance(node, ast.Import):
+                bad += [f"{path.relative_to(ROOT)}:{node.lineno}: imports {a.name}" for a in node.names
+                        if a.name in APP_MAY_NOT_IMPORT]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_rule_above_can_fail(tmp_path):
+    tree = ast.parse("from nnqs.training.fit import fit_to_state\nfrom nnqs.training.start import _auto_cas\n")
+    names = [(n.module, [a.name for a in n.names]) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert names[0][0] in APP_MAY_NOT_IMPORT and names[1][1][0].startswith("_")

@@ -18,11 +18,12 @@ def documented_recipe() -> dict:
 
 def test_the_defaults_are_the_documented_recipe():
     recipe = documented_recipe()
-    assert set(recipe) == {"model", "sampler", "optim"}
+    assert set(recipe) == {"model", "sampler", "start", "local_energy", "optim"}
     molecule = {"geometry": "H 0 0 0; H 0 0 0.74"}
     assert config_from_dict({"molecule": molecule, **recipe}) == RunConfig(molecule=MoleculeConfig(**molecule))
     # ... and the block names the values that make the recipe, not a subset that happens to match.
-    assert {"pretrain", "method", "adamw_steps", "lr", "steps", "local_energy"} <= set(recipe["optim"])
+    assert {"method", "adamw_steps", "lr", "steps"} <= set(recipe["optim"])
+    assert {"mode", "sci_determinants", "steps"} <= set(recipe["start"]) and {"mode", "threshold"} <= set(recipe["local_energy"])
     assert {"unique_window"} <= set(recipe["sampler"]) and {"d_model", "phase_hidden"} <= set(recipe["model"])
 
 
@@ -43,7 +44,7 @@ def test_a_short_default_run_improves_on_its_ci_start(tmp_path, monkeypatch):
     still several mHa above FCI)."""
     import csv
 
-    from experiments.molecule_set import default_config
+    from experiments.common import default_config
     from nnqs.app.run import run
 
     monkeypatch.setenv("NNQS_REFERENCE_CACHE", str(tmp_path / "refs.json"))
@@ -55,3 +56,13 @@ def test_a_short_default_run_improves_on_its_ci_start(tmp_path, monkeypatch):
     assert start > 5.0
     assert result["exact_error_vs_fci_mha"] < 0.2 * start
     assert result["start_seconds"] > 0  # the CISD solve and fit, timed apart from the training
+
+
+def test_the_main_job_runs_the_default_recipe():
+    """The README's main job config names a molecule and how to run it, nothing that changes the recipe."""
+    from nnqs.app.runconfig import load_config
+
+    command = re.search(r"nnqs run (\S+\.toml)", README.read_text().split("## Set up", 1)[1]).group(1)
+    config = load_config(README.parent / command)
+    defaults = RunConfig(molecule=config.molecule, run=config.run)
+    assert config == defaults and config.molecule.geometry
