@@ -6,7 +6,9 @@
   :func:`electrons_for`, :func:`build_model`, :func:`generator`, :func:`calibrate`;
 * :func:`calibrate_n_samples` (``bench_vmc_step``, ``bench_distributed``);
 * the molecule set and the defaults on a molecule (the drivers and the studies):
-  :func:`molecule_set`, :func:`default_config`, :func:`parse_changes`.
+  :func:`molecule_set`, :func:`default_config`, :func:`parse_changes`;
+* :func:`config_of_result`: the :class:`RunConfig` of a result or checkpoint, also of one
+  written before the config tables were split (keys moved as :data:`nnqs.app.runconfig.MOVED`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import torch
 
 from nnqs import TransformerWavefunction, WavefunctionConfig
 from nnqs.app.io import write_json
-from nnqs.app.runconfig import MoleculeConfig, RunConfig, RunSettings, load_config
+from nnqs.app.runconfig import MOVED, REMOVED, MoleculeConfig, RunConfig, RunSettings, config_from_dict, load_config
 from samplers import bas
 
 #: ``experiments/``, its configs and its results (strings, for ``os.path.join``; ``CONFIGS`` a Path).
@@ -237,14 +239,20 @@ def default_config(molecule: MoleculeConfig, *, steps: int | None = None, thread
 
 
 def parse_changes(items: list[str]) -> dict[str, dict[str, object]]:
-    """``["optim.pretrain=sci", "sampler.unique_window=1500,3000"]`` -> ``{section: {field: value}}``;
-    a value is a Python literal or a comma-separated tuple of them; a bare word is a string."""
+    """``["start.mode=sci", "sampler.unique_window=1500,3000"]`` -> ``{section: {field: value}}``;
+    a value is a Python literal or a comma-separated tuple of them; a bare word is a string. A
+    key that moved to another table (``optim.pretrain``) or was removed is a ``ValueError``
+    naming its new place."""
     changes: dict[str, dict[str, object]] = {}
     for item in items:
         key, sep, text = item.partition("=")
         section, dot, field = key.partition(".")
         if not (sep and dot and section and field):
             raise ValueError(f"{item!r}: expected section.field=value")
+        if key in MOVED:
+            raise ValueError(f"{item!r}: {key} is now {MOVED[key]}")
+        if key in REMOVED:
+            raise ValueError(f"{item!r}: {key}: {REMOVED[key]}")
         values = tuple(_literal(v) for v in text.split(","))
         changes.setdefault(section, {})[field] = values if "," in text else values[0]
     return changes
@@ -255,3 +263,28 @@ def _literal(text: str) -> object:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return text
+
+
+def upgraded_config_dict(data: dict) -> dict:
+    """A config dict (``result.json``'s or a checkpoint's ``config``) in the current tables: a
+    key of an older layout moved to its table (:data:`nnqs.app.runconfig.MOVED`; e.g.
+    ``optim.pretrain`` -> ``start.mode``), a removed one (``optim.anchors``) dropped. A current
+    config comes back unchanged (a copy)."""
+    out = {table: dict(values) if isinstance(values, dict) else values for table, values in data.items()}
+    for old, new in MOVED.items():
+        table, key = old.split(".")
+        if isinstance(out.get(table), dict) and key in out[table]:
+            new_table, new_key = new.split(".")
+            value = out[table].pop(key)
+            out.setdefault(new_table, {}).setdefault(new_key, value)
+    for old in REMOVED:
+        table, key = old.split(".")
+        if isinstance(out.get(table), dict):
+            out[table].pop(key, None)
+    return out
+
+
+def config_of_result(data: dict) -> RunConfig:
+    """The :class:`RunConfig` of a result or checkpoint dict (its ``config``), old layouts included
+    (:func:`upgraded_config_dict`)."""
+    return config_from_dict(upgraded_config_dict(data["config"]))

@@ -5,8 +5,10 @@ A run result is a ``result.json`` kept under ``results/vmc/`` (it has ``energy``
 (name / basis, frozen core), spin orbitals, the error against the best reference (FCI, else DMRG)
 in mHa with its statistical error bar, CCSD(T)'s error against the same reference, steps, CPU
 minutes (wall minutes, marked, where the result predates ``cpu_seconds``), the config file that
-made it and the commit (the result's own ``provenance.commit``, else the commit that added the
-file, marked ``(committed)``).
+made it (marked ``(removed)`` where a commit deleted it since) and the commit (the result's own
+``provenance.commit``, else the commit that added the file, marked ``(committed)``). Results of
+every layout read alike: those written before the config tables were split (``pretrain``,
+``anchors``) and the current ones (``start``, ``provenance``); only the fields above are used.
 
 Writes ``experiments/RESULTS.md`` (every run result) and, when ``README.md`` holds the markers
 ``<!-- results-table:begin -->`` and ``<!-- results-table:end -->``, replaces the text between them
@@ -124,7 +126,22 @@ def config_file(path: Path, data: dict, configs: Path) -> str:
     for stem in (path.name.split(".")[0], data["config"].get("molecule", {}).get("name", "")):
         if stem and (configs / f"{stem}.toml").exists():
             return f"{stem}.toml"
+    for stem in (path.name.split(".")[0], data["config"].get("molecule", {}).get("name", "")):
+        if stem and was_removed(configs / f"{stem}.toml"):
+            return f"{stem}.toml"
     return "-"
+
+
+def was_removed(path: Path) -> bool:
+    """Whether ``path`` (absent now) was a committed file that a commit deleted: the config of a
+    historical result that has gone since (its settings are in the result's ``config``)."""
+    if path.exists():
+        return False
+    try:
+        rel = str(path.resolve().relative_to(REPO))
+    except ValueError:
+        return False
+    return bool(_git("log", "-1", "--diff-filter=D", "--format=%h", "HEAD", "--", rel))
 
 
 def row(path: Path, data: dict, configs: Path, shared: dict | None = None) -> dict:
@@ -148,12 +165,13 @@ def row(path: Path, data: dict, configs: Path, shared: dict | None = None) -> di
         system += f", frozen core {molecule['frozen_core']}"
     n = data.get("n_orbitals")
     ct = ccsd_t_error(data, ref)
+    config = config_file(path, data, configs)
     return {
         "file": path.name, "system": system, "spin_orbitals": 2 * n if n else None,
         "reference": ref[0] if ref else None, "error_mha": ref[1] if ref else None,
         "error_stderr_mha": stderr * 1e3 if stderr is not None else None,
         "ccsd_t_error_mha": ct, "steps": data.get("steps"), "cpu_minutes": minutes,
-        "config": config_file(path, data, configs), "commit": commit,
+        "config": config, "config_removed": config != "-" and was_removed(configs / config), "commit": commit,
     }
 
 
@@ -184,8 +202,9 @@ def table(rows: list[dict]) -> str:
             err = f"{r['error_mha']:.2f}" + (f" ± {r['error_stderr_mha']:.2f}" if r["error_stderr_mha"] is not None else "")
         ct = "-" if r["ccsd_t_error_mha"] is None else f"{r['ccsd_t_error_mha']:.2f}"
         ref = (r["reference"] or "-").upper()
+        config = f"`{r['config']}`" + (" (removed)" if r.get("config_removed") else "")
         lines.append(f"| {r['system']} | {r['spin_orbitals'] or '-'} | {err} | {ref} | {ct} | {r['steps'] or '-'} | "
-                     f"{r['cpu_minutes']} | `{r['config']}` | {r['commit']} |\n")
+                     f"{r['cpu_minutes']} | {config} | {r['commit']} |\n")
     return HEADER + "".join(lines)
 
 

@@ -37,8 +37,7 @@ from experiments.common import RESULTS, save_results, timed  # noqa: E402
 from nnqs.app.runconfig import MoleculeConfig  # noqa: E402
 from nnqs.app.system import build_model, build_system  # noqa: E402
 from nnqs.training.estimators import estimate_energy, evaluate_local_energies, sample_weights  # noqa: E402
-from nnqs.training.pretrain import pretrain  # noqa: E402
-from nnqs.training.settings import OptimConfig  # noqa: E402
+from nnqs.training.start import Start, StartSettings  # noqa: E402
 from nnqs.wavefunction.branching import first_difference  # noqa: E402
 from nnqs.wavefunction.config import ModelConfig  # noqa: E402
 from nnqs.wavefunction.tokens import occupations_to_tokens, tokens_to_occupations  # noqa: E402
@@ -72,8 +71,8 @@ def bench_system(name: str, order: str, *, n_samples: int, eps_list, pretrain_st
     H = system.hamiltonian
     torch.manual_seed(seed)
     model = build_model(ModelConfig(), system)
-    settings = OptimConfig(pretrain="cisd", pretrain_steps=pretrain_steps)
-    _, fit_s = timed(CPU, lambda: pretrain(model, H, settings, hf_occupation=system.hf_occupation, order=system.order))
+    start = Start(StartSettings(mode="cisd", steps=pretrain_steps))
+    _, fit_s = timed(CPU, lambda: start.kernel(model, H, hf_occupation=system.hf_occupation, order=system.order))
     model.eval()
     batch, sample_s = timed(CPU, lambda: bas.sample(model, n_samples, generator=torch.Generator().manual_seed(seed)))
     with torch.no_grad():
@@ -113,7 +112,8 @@ def main(argv=None) -> dict:
     p.add_argument("--orders", default="given,reversed,frontier_last")
     p.add_argument("--n-samples", type=int, default=100_000)
     p.add_argument("--eps", default="1e-5,1e-4,1e-3,1e-2")
-    p.add_argument("--pretrain-steps", type=int, default=300)
+    p.add_argument("--start-steps", "--pretrain-steps", dest="pretrain_steps", type=int, default=300,
+                   help="[start] steps of the CISD fit")
     p.add_argument("--quick", action="store_true", help="LiH, 2000 samples, 20 fit steps (smoke test)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=os.path.join(RESULTS,

@@ -50,8 +50,8 @@ from nnqs.app.runconfig import load_config  # noqa: E402
 from nnqs.app.system import build_model, build_system  # noqa: E402
 from nnqs.parallel import LOCAL  # noqa: E402
 from nnqs.parallel.local import run_local  # noqa: E402
-from nnqs.training.pretrain import pretrain  # noqa: E402
 from nnqs.training.settings import SamplerConfig  # noqa: E402
+from nnqs.training.start import Start  # noqa: E402
 from nnqs.training.trainer import Trainer  # noqa: E402
 
 logger = logging.getLogger("bench_distributed")
@@ -60,7 +60,7 @@ PHASES = ("sample_seconds", "local_energy_seconds", "update_seconds")
 
 
 def time_points(comm, system, points: list[dict], warmup: int, steps: int) -> list[dict]:
-    """On each rank, for each point (``model_config``, ``weights``, ``optim``, ``n_samples``):
+    """On each rank, for each point (``model_config``, ``weights``, ``optim``, ``local_energy``, ``n_samples``):
     the first VMC step from that state, ``warmup`` + ``steps`` times (the state restored before
     each); the timed steps' records (seconds per phase, unique samples over all ranks)."""
     out = []
@@ -68,7 +68,8 @@ def time_points(comm, system, points: list[dict], warmup: int, steps: int) -> li
         model = build_model(point["model_config"], system)
         model.load_state_dict(point["weights"])
         sampler = SamplerConfig(n_samples=point["n_samples"], unique_window=())   # the calibrated, fixed n_samples
-        trainer = Trainer(model, system.hamiltonian, point["optim"], sampler, seed=1, comm=comm)
+        trainer = Trainer(model, system.hamiltonian, point["optim"], sampler, point["local_energy"], seed=1,
+                          comm=comm)
         before = copy.deepcopy(trainer.state_dict())
         records = []
         for i in range(warmup + steps):
@@ -134,30 +135,31 @@ def main(argv: list[str] | None = None) -> dict:
         config = config.replace("molecule", name="lih", geometry="Li 0 0 0; H 0 0 1.5949", basis="sto-3g",
                                 frozen_core=0)
         config = config.replace("model", d_model=16, n_layers=2)
-        config = config.replace("optim", pretrain_steps=20)
+        config = config.replace("start", steps=20)
     system = build_system(config.molecule, references=False)
     H = system.hamiltonian
     torch.manual_seed(0)
     model = build_model(config.model, system)
     if args.start == "cisd":
         t = time.perf_counter()
-        pretrain(model, H, config.optim, hf_occupation=system.hf_occupation, order=system.order)
+        Start(config.start).kernel(model, H, hf_occupation=system.hf_occupation, order=system.order)
         logger.info("CISD start fitted in %.1f s", time.perf_counter() - t)
     adamw = dataclasses.replace(config.optim, method="adamw", adamw_steps=0, lr=config.optim.adamw_lr)
-    cases = {"local_energy": (config.model, model.state_dict(), adamw)}
+    cases = {"local_energy": (config.model, model.state_dict(), adamw, config.local_energy)}
     sampling_model = dataclasses.replace(config.model, n_layers=2 * config.model.n_layers)
     torch.manual_seed(0)
     deep = build_model(sampling_model, system)
-    cases["sampled_local_energy"] = (sampling_model, deep.state_dict(),
-                         dataclasses.replace(adamw, local_energy="sampled"))
+    cases["sampled_local_energy"] = (sampling_model, deep.state_dict(), adamw,
+                                     dataclasses.replace(config.local_energy, mode="sampled"))
     strong_points, weak_points = [], []
-    for case, (model_config, case_weights, optim) in cases.items():
+    for case, (model_config, case_weights, optim, local_energy) in cases.items():
         probe = build_model(model_config, system)
         probe.load_state_dict(case_weights)
         n_one, u_one = calibrate_n_samples(probe, args.unique, seed=1)
         n_all, u_all = calibrate_n_samples(probe, args.processes * args.unique, seed=1, start=n_one)
         logger.info("%s: n_samples %d -> %d unique; %d -> %d unique", case, n_one, u_one, n_all, u_all)
-        point = dict(case=case, model_config=model_config, weights=case_weights, optim=optim)
+        point = dict(case=case, model_config=model_config, weights=case_weights, optim=optim,
+                     local_energy=local_energy)
         strong_points.append({**point, "n_samples": n_one})
         weak_points.append({**point, "n_samples": n_all})
     rounds = []  # 1 and K processes alternate, so a slower spell of the machine hits both sides

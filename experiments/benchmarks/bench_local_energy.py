@@ -52,7 +52,7 @@ SYSTEMS = {
 def realistic_batch(H, size: int, seed: int = 0) -> torch.Tensor:
     """HF, singles and doubles of HF, then doubles of those (quadruples): ``size`` unique rows."""
     g = torch.Generator().manual_seed(seed)
-    hf = H.hf_occupation().cpu()[None]
+    hf = H.aufbau_occupation().cpu()[None]
     sd, _, _ = H.connected(hf)
     pool = [hf, sd]
     n_more = max(0, size - 1 - sd.shape[0])

@@ -4,7 +4,7 @@ For a config (default N2 / cc-pVDZ with frozen 1s cores, 52 spin orbitals), on o
 the network is fitted to its CISD start (timed), ``n_samples`` is calibrated so that BAS
 returns about ``--unique`` unique samples, and ``--steps`` VMC steps run with the config's
 optimiser in the truncated local-energy mode (``--local-energy sampled``: the coarse mode of
-``[optim] coarse_steps``, no amplitudes outside the samples; the truncated step's cost on the
+``[local_energy] coarse_steps``, no amplitudes outside the samples; the truncated step's cost on the
 same samples is then the floor analysis's projection, measured in the same run). Each step is
 split into sampling, connections (the compiled kernel and its lookups), amplitudes of the
 connected configurations outside the samples, and the update (``log psi`` with gradients and
@@ -37,8 +37,8 @@ from experiments.common import EXPERIMENTS, calibrate_n_samples, save_results  #
 from nnqs.app.runconfig import load_config  # noqa: E402
 from nnqs.app.system import build_model, build_system  # noqa: E402
 from nnqs.training.estimators import evaluate_local_energies  # noqa: E402
-from nnqs.training.pretrain import pretrain  # noqa: E402
 from nnqs.training.settings import SamplerConfig  # noqa: E402
+from nnqs.training.start import Start  # noqa: E402
 from nnqs.training.trainer import Trainer  # noqa: E402
 from samplers import bas  # noqa: E402
 
@@ -117,15 +117,16 @@ def main(argv=None) -> dict:
         args.config, args.unique, args.steps = os.path.join(HERE, "configs", "lih.toml"), 200, 1
     config = load_config(args.config)
     lr = config.optim.adamw_lr if args.method == "adamw" and config.optim.method == "minsr" else config.optim.lr
-    optim = dataclasses.replace(config.optim, local_energy=args.local_energy, coarse_steps=0, method=args.method,
-                                adamw_steps=0, steps=max(args.steps, 1), warmup=0, lr=lr,
-                                **({} if args.threshold is None else {"local_energy_threshold": args.threshold}))
+    optim = dataclasses.replace(config.optim, method=args.method, adamw_steps=0, steps=max(args.steps, 1), warmup=0,
+                                lr=lr)
+    local_energy = dataclasses.replace(config.local_energy, mode=args.local_energy, coarse_steps=0,
+                                       **({} if args.threshold is None else {"threshold": args.threshold}))
     system = build_system(config.molecule, references=False)
     H = system.hamiltonian
     torch.manual_seed(args.seed)
     model = build_model(config.model, system)
     start = time.perf_counter()
-    pretrain(model, H, optim, hf_occupation=system.hf_occupation, order=system.order)
+    Start(config.start).kernel(model, H, hf_occupation=system.hf_occupation, order=system.order)
     fit_seconds = time.perf_counter() - start
     n_samples, n_unique = calibrate_n_samples(model, args.unique, args.seed)
     logger.info("n_samples %d gives %d unique samples", n_samples, n_unique)
@@ -136,7 +137,8 @@ def main(argv=None) -> dict:
                     "would take %.0f s by full passes, %.0f s from the KV cache", r["eps"], r["kept_fraction"],
                     r["n_connected"], r["n_outside_unique"], r["kernel_seconds"],
                     r["projected_amplitude_seconds"]["full"], r["projected_amplitude_seconds"]["cache"])
-    trainer = Trainer(model, H, optim, SamplerConfig(n_samples=n_samples, unique_window=()), seed=args.seed)
+    trainer = Trainer(model, H, optim, SamplerConfig(n_samples=n_samples, unique_window=()), local_energy,
+                      seed=args.seed)
     steps = []
     for _ in range(args.steps):
         record = trainer.train_step()
@@ -155,13 +157,13 @@ def main(argv=None) -> dict:
         t = time.perf_counter()
         with torch.no_grad():
             res = evaluate_local_energies(model, H, batch.tokens, log_psi, "truncated",
-                                          threshold=optim.local_energy_threshold, amplitudes=how)
+                                          threshold=local_energy.threshold, amplitudes=how)
         amplitudes[how] = {"seconds": time.perf_counter() - t, "amplitude_seconds": res.amplitude_seconds,
                            "n_evaluated": res.n_evaluated, "energy": float((res.e_loc.real * batch.counts).sum()
                                                                               / batch.n_samples)}
     result = {
         "config": os.path.relpath(args.config, os.path.dirname(HERE)), "n_orbitals": H.n_orbitals,
-        "n_spin_orbitals": 2 * H.n_orbitals, "n_excitations": H.n_excitations, "threshold": optim.local_energy_threshold,
+        "n_spin_orbitals": 2 * H.n_orbitals, "n_excitations": H.n_excitations, "threshold": local_energy.threshold,
         "method": args.method, "local_energy": args.local_energy, "cisd_fit_seconds": fit_seconds,
         "n_samples": n_samples, "n_unique": n_unique,
         "floor": floor, "steps": steps,

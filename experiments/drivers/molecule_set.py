@@ -16,7 +16,7 @@ back from its ``result.json``, an interrupted one resumed). Writes ``OUT/molecul
 ``molecule_set.md`` (the table) and ``molecule_set.png`` (errors against FCI beside CCSD(T)'s).
 
     python experiments/drivers/molecule_set.py --out runs/molecule_set [--only o2_triplet,c2] [--jobs 2] [--steps N]
-        [--set optim.pretrain=sci ...]   # a candidate recipe: the defaults with these changes
+        [--set start.mode=auto ...]   # a candidate recipe: the defaults with these changes
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ def row_of(name: str, kind: str, result: dict) -> dict:
         "ccsd_t_error_mha": None if ccsd_t is None or fci is None else 1e3 * (ccsd_t - fci),
         "nnqs_error_mha": result["error_vs_fci_mha"], "nnqs_stderr_mha": 1e3 * result["energy_stderr"],
         "exact_error_mha": result["exact_error_vs_fci_mha"],
-        "p_hf_start": result["p_hf_after_pretraining"], "steps": result["steps"],
+        # p(HF) after the start (named p_hf_after_pretraining in results before the rename)
+        "p_hf_start": result.get("p_hf_after_start", result.get("p_hf_after_pretraining")), "steps": result["steps"],
         # the whole run: start (CI solve and fit), training and final evaluation
         "wall_minutes": (result.get("start_seconds", 0.0) + result["wall_seconds"]
                          + result.get("evaluation_seconds", 0.0)) / 60,
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--jobs", type=int, default=2, help="molecules run at once, one thread each")
     parser.add_argument("--steps", type=int, default=None, help="VMC steps (default: the default recipe's)")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
-                        help="a candidate recipe: the defaults with this changed (repeatable; e.g. optim.pretrain=sci)")
+                        help="a candidate recipe: the defaults with this changed (repeatable; e.g. start.mode=auto)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a molecule's folder that holds a run of other settings (else an error)")
     args = parser.parse_args(argv)

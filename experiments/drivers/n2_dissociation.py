@@ -6,7 +6,10 @@ first starts from the previous one's trained network (a warm start). Writes ``di
 ``--out`` and one ``nnqs run`` output folder per geometry.
 
     python experiments/drivers/n2_dissociation.py --out runs/n2_dissociation [--defaults] [--steps 400 --adamw-steps 200] [--points 8]
-        [--pretrain cisd_cas --cas 6 6] [--start 0.8 --stop 2.5]
+        [--start-mode cisd_cas --cas 6 6] [--start 0.8 --stop 2.5]
+
+``--start-mode`` and ``--cas`` set the ``[start]`` table's ``mode`` and ``cas`` (``--pretrain`` is
+the old name of ``--start-mode``; ``--start``/``--stop`` are the bond lengths).
 """
 
 from __future__ import annotations
@@ -75,10 +78,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--steps", type=int, default=None, help="VMC steps per geometry (default: the config's)")
     parser.add_argument("--adamw-steps", type=int, default=None,
                         help="of those, AdamW steps before minSR (default: the config's)")
-    parser.add_argument("--pretrain", default=None,
-                        help="the start (default: the config's); 'cisd_cas' fits the CISD + CAS(--cas) state")
+    parser.add_argument("--start-mode", "--pretrain", dest="start_mode", default=None,
+                        help="[start] mode (default: the config's); 'cisd_cas' fits the CISD + CAS(--cas) state")
     parser.add_argument("--cas", type=int, nargs=2, default=None, metavar=("ELECTRONS", "ORBITALS"),
-                        help="active space of --pretrain casci / cisd_cas (N2: 6 6, the triple bond)")
+                        help="[start] cas: active space of --start-mode casci / cisd_cas (N2: 6 6, the triple bond)")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--replot", action="store_true", help="only redraw the plot from OUT/dissociation.json")
     parser.add_argument("--merge", nargs="+", default=None, metavar="DIR",
@@ -102,10 +105,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     base = load_config(args.config)
     if args.defaults:
         base = default_config(base.molecule)
-    overrides = {"steps": args.steps, "adamw_steps": args.adamw_steps, "pretrain": args.pretrain,
-                 "pretrain_cas": tuple(args.cas) if args.cas else None}
+    overrides = {"optim": {"steps": args.steps, "adamw_steps": args.adamw_steps},
+                 "start": {"mode": args.start_mode, "cas": tuple(args.cas) if args.cas else None}}
     try:
-        base = base.replace("optim", **{k: v for k, v in overrides.items() if v is not None})
+        for section, fields in overrides.items():
+            base = base.replace(section, **{k: v for k, v in fields.items() if v is not None})
     except ConfigError as error:
         parser.error(str(error))
     rows, previous = [], None

@@ -1,7 +1,7 @@
 """Could a second-order fit beat Adam's start? Levenberg-Marquardt on the amplitudes, one molecule.
 
 The default start fits the Transformer's amplitudes to a CI target by Adam on the cross-entropy
-(:func:`nnqs.training.pretrain.pretrain_to_state`); on H10 / STO-3G it plateaus near fidelity
+(:func:`nnqs.training.fit.fit_to_state`); on H10 / STO-3G it plateaus near fidelity
 0.997 (6-7 mHa of amplitude error; ``experiments/studies/start_fit.py``). This probe replaces Adam by
 Levenberg-Marquardt steps solved in the space of the fitted determinants, as minSR solves VMC's:
 with ``J`` ``[K, P]`` the rows ``d r_x / d theta`` (:func:`nnqs.training.sr.log_psi_jacobian`),
@@ -17,7 +17,8 @@ its determinants):
 * ``hellinger``: ``|psi_x| - |c_x|``, plus one row ``sqrt(p_out) - sqrt(c_out)`` for the weight
   outside the ``K`` (the Hellinger distance of the coarse-grained distributions).
 
-The phases are fitted first as in the package (:func:`nnqs.training.pretrain.fit_phases`).
+The phases are fitted first as in the package (:func:`nnqs.training.fit.fit_phases`), to the
+default start's CI target (:func:`nnqs.training.start.ci_target`).
 Where the space can be enumerated, reports the fidelity with the target, the network's exact
 error against FCI and its amplitude part (:func:`nnqs.training.analysis.analyse_state`):
 
@@ -41,8 +42,9 @@ from experiments.common import default_config, molecule_set  # noqa: E402
 from nnqs.app.io import write_json  # noqa: E402
 from nnqs.app.system import build_model, build_system  # noqa: E402
 from nnqs.training.analysis import analyse_state  # noqa: E402
-from nnqs.training.pretrain import fidelity, fit_phases, start_state  # noqa: E402
+from nnqs.training.fit import fidelity, fit_phases  # noqa: E402
 from nnqs.training.sr import log_psi_jacobian  # noqa: E402
+from nnqs.training.start import ci_target  # noqa: E402
 from nnqs.wavefunction.tokens import occupations_to_tokens  # noqa: E402
 
 #: ``sqrt(p_out)`` in the outside row's derivative is floored here (a network with all its
@@ -63,9 +65,8 @@ def residuals(model, tokens: torch.Tensor, target: torch.Tensor, kind: str, *, j
         r = torch.cat([amplitude - target, (p_out.sqrt() - c_out.sqrt())[None]])
     if not jacobian:
         return r, None
-    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    columns = torch.cat([torch.full((p.numel(),), not n.startswith("phase_net.")) for n, p in named])
-    j = log_psi_jacobian(model, tokens)[:, 0][:, columns].double()    # d (0.5 log p) / d theta
+    n_amplitude = sum(p.numel() for p in model.amplitude_parameters())   # the Jacobian's first columns
+    j = log_psi_jacobian(model, tokens)[:, 0, :n_amplitude].double()    # d (0.5 log p) / d theta
     if kind == "log":
         return r, target[:, None] * j
     outside = -(amplitude.square()[:, None] * j).sum(0) / p_out.sqrt().clamp(min=OUTSIDE_FLOOR)
@@ -74,7 +75,7 @@ def residuals(model, tokens: torch.Tensor, target: torch.Tensor, kind: str, *, j
 
 def lm_fit(model, tokens, target, kind: str, steps: int, *, on_step=None) -> list[dict]:
     """``steps`` accepted-or-abandoned Levenberg-Marquardt steps; returns one row per step."""
-    params = [p for n, p in model.named_parameters() if not n.startswith("phase_net.") and p.requires_grad]
+    params = model.amplitude_parameters()
     damping, rows = 1e-3, []
     r, _ = residuals(model, tokens, target, kind, jacobian=False)
     loss = float(r.square().sum())
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> dict:
     config = default_config(molecule_set()[args.molecule][1])
     system = build_system(config.molecule)
     H, fci = system.hamiltonian, system.references.get("fci")
-    state = start_state(H, config.optim, hf_occupation=system.hf_occupation, order=system.order)
+    state, _ = ci_target(H, config.start, hf_occupation=system.hf_occupation, order=system.order)
     tokens = occupations_to_tokens(state.dets.long())
     c = state.coefficients / state.coefficients.norm()
     torch.manual_seed(args.seed)

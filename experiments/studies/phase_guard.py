@@ -1,9 +1,10 @@
 """Does the phase fit's spike guard change the molecule set's fits? Guard on and off, seeds 0 and 1.
 
 For each molecule of the set (:mod:`experiments.drivers.molecule_set`), the default start state
-(:func:`nnqs.training.pretrain.start_state`), then :func:`nnqs.training.pretrain.fit_phases`
+(:func:`nnqs.training.start.ci_target`), then :func:`nnqs.training.fit.fit_phases`
 on a freshly initialised default network (``torch.manual_seed(seed)``) twice: with the guard
-off (``patience=None``; the fit still ends at its best parameters) and on (the default).
+off (``patience=None``; the fit still ends at its best parameters) and on (the default,
+:attr:`nnqs.training.start.StartSettings.phase_patience`).
 Reports the best loss, the weight ``sum |c|^2`` of the determinants whose fitted sign is
 wrong, and the seconds of each fit.
 
@@ -22,10 +23,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 import torch  # noqa: E402
 
-import nnqs.training.pretrain as pretrain  # noqa: E402
 from experiments.common import default_config, molecule_set  # noqa: E402
 from nnqs.app.io import write_json  # noqa: E402
 from nnqs.app.system import build_model, build_system  # noqa: E402
+from nnqs.training.fit import fit_phases  # noqa: E402
+from nnqs.training.start import ci_target  # noqa: E402
 from nnqs.wavefunction.tokens import occupations_to_tokens  # noqa: E402
 
 
@@ -33,7 +35,7 @@ def fit(config, system, tokens, c, seed: int, patience: int | None) -> dict:
     torch.manual_seed(seed)
     model = build_model(config.model, system)
     began = time.perf_counter()
-    best = pretrain.fit_phases(model, tokens, c, patience=patience)
+    best = fit_phases(model, tokens, c, patience=patience)
     seconds = time.perf_counter() - began
     with torch.no_grad():
         phi = model.phase(tokens)
@@ -57,12 +59,12 @@ def main(argv: list[str] | None = None) -> dict:
             continue
         config = default_config(molecule)
         system = build_system(config.molecule, references=False)
-        state = pretrain.start_state(system.hamiltonian, config.optim, hf_occupation=system.hf_occupation,
-                                     order=system.order)
+        state, _ = ci_target(system.hamiltonian, config.start, hf_occupation=system.hf_occupation,
+                             order=system.order)
         tokens, c = occupations_to_tokens(state.dets.long()), state.coefficients
         for seed in map(int, args.seeds.split(",")):
             row = {"off": fit(config, system, tokens, c, seed, None),
-                   "on": fit(config, system, tokens, c, seed, pretrain.PHASE_PATIENCE)}
+                   "on": fit(config, system, tokens, c, seed, config.start.phase_patience or None)}
             results[f"{name}/seed{seed}"] = row
             print(f"{name} seed {seed}: best loss off {row['off']['best_loss']:.3g} on {row['on']['best_loss']:.3g}; "
                   f"wrong-sign weight off {row['off']['wrong_sign_weight']:.2g} on {row['on']['wrong_sign_weight']:.2g}",

@@ -2,14 +2,17 @@
 
 For each run folder (its ``metrics.csv`` and ``result.json``) and each ``--window``, finds the
 first step at which :func:`nnqs.training.convergence.has_stopped_improving` (over the steps of the
-run's last regime, :attr:`nnqs.training.settings.OptimConfig.stop_from`, as ``nnqs run`` applies
-it) would have stopped the run, and compares the energy there with the end of the run: the mean
+run's last regime, :func:`nnqs.training.settings.last_regime_start`, as ``nnqs run`` applies
+it; reported as ``stop_from``) would have stopped the run, and compares the energy there with the end of the run: the mean
 step energy of the ``window`` steps before the stop against that of the run's last ``window``
 steps (the stopped run is exactly the prefix of the full one; its network's energy is about the
 mean of its last steps, a little pessimistic while the energy still falls). Reports the steps
 and seconds saved and the energy given up, in mHa, with the error against FCI where known.
 
     python experiments/studies/stop_replay.py runs/n2_dissociation/n2_* --window 25 50 100 --out runs/stop_replay.json
+
+Runs made before the config tables were split (``[optim] coarse_steps`` and the like) are read
+too (:func:`experiments.common.config_of_result`).
 
 Prints a table and writes ``--out`` (JSON).
 """
@@ -26,16 +29,18 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+from experiments.common import config_of_result  # noqa: E402
 from nnqs.app.io import write_json  # noqa: E402
-from nnqs.app.runconfig import config_from_dict  # noqa: E402
 from nnqs.training.convergence import has_stopped_improving  # noqa: E402
+from nnqs.training.settings import last_regime_start  # noqa: E402
 
 
 def replay(folder: Path, window: int, tolerance: float) -> dict:
     """The stop of one run under ``(window, tolerance)``; ``stopped_at`` is ``None`` where the
     rule never fired before the end."""
     result = json.loads((folder / "result.json").read_text())
-    first = config_from_dict(result["config"]).optim.stop_from
+    config = config_of_result(result)
+    first = last_regime_start(config.optim, config.local_energy)
     rows = list(csv.DictReader((folder / "metrics.csv").open()))
     energy = [float(r["energy"]) if r["energy"] else math.nan for r in rows]
     stderr = [float(r["stderr"]) if r["stderr"] else math.nan for r in rows]

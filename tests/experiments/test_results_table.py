@@ -102,3 +102,25 @@ def test_check_fails_on_a_stale_file_and_passes_once_written(tmp_path):
     assert results_table.main(args) == 0
     readme.write_text(readme.read_text().replace("39.00", "12.00"))     # a hand edit of the table
     assert results_table.main([*args, "--check"]) == 1
+
+
+def test_a_result_of_the_current_layout_reads_like_an_old_one(tmp_path):
+    args, _ = setup(tmp_path)
+    new = result("small", energy=-75.999, fci=-76.002, ccsd_t_error=1.5,
+                 provenance={"version": "0.1.0", "commit": "fedcba9876543210", "dirty": True},
+                 start={"settings": {"mode": "sci"}, "chosen": "sci(cisd)", "fidelity": 0.99},
+                 p_hf_after_start=0.9)
+    new["config"] |= {"start": {"mode": "sci"}, "local_energy": {"mode": "truncated"}, "stop": {"window": 0}}
+    (tmp_path / "vmc" / "small.new.json").write_text(json.dumps(new))
+    rows = {r["file"]: r for r in results_table.load_rows(tmp_path / "vmc", tmp_path / "configs")}
+    row = rows["small.new.json"]
+    assert row["reference"] == "fci" and abs(row["error_mha"] - 3.0) < 1e-9 and row["config"] == "small.toml"
+    assert row["commit"] == "fedcba9 (dirty)" and not row["config_removed"]
+
+
+def test_the_config_of_a_historical_result_whose_file_was_removed_is_named_and_marked():
+    # experiments/configs/h2o_631g_anchors.toml made this result and was deleted with the anchors.
+    path = results_table.EXPERIMENTS / "results" / "vmc" / "h2o_631g_anchors.b18e145.json"
+    row = results_table.row(path, json.loads(path.read_text()), results_table.EXPERIMENTS / "configs")
+    assert row["config"] == "h2o_631g_anchors.toml" and row["config_removed"]
+    assert "| `h2o_631g_anchors.toml` (removed) |" in results_table.table([row])

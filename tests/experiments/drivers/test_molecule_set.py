@@ -55,15 +55,30 @@ def test_an_unknown_molecule_is_a_one_line_error(tmp_path, capsys):
 def test_a_candidate_recipe_is_the_defaults_with_the_changes_named(tmp_path, capsys):
     out = tmp_path / "set"
     rows = molecule_set.main(["--out", str(out), "--only", "h2", "--steps", "3", "--jobs", "1",
-                              "--set", "optim.pretrain=sci", "--set", "sampler.unique_window=2,8"])
+                              "--set", "start.mode=auto", "--set", "sampler.unique_window=2,8"])
     result = json.loads((out / "h2" / "result.json").read_text())
     expected = common.default_config(common.molecule_set()["h2"][1], steps=3).replace(
-        "optim", pretrain="sci").replace("sampler", unique_window=(2, 8))
+        "start", mode="auto").replace("sampler", unique_window=(2, 8))
     assert result["config"] == json.loads(json.dumps(expected.to_dict())) and rows[0]["steps"] == 3
     settings = json.loads((out / "molecule_set.json").read_text())["settings"]
-    assert settings["optim"]["pretrain"] == "sci" and settings["sampler"]["unique_window"] == [2, 8]
-    for bad in ("optim.pretrain", "optim.no_such_field=1", "pretrain=sci"):
+    assert settings["start"]["mode"] == "auto" and settings["sampler"]["unique_window"] == [2, 8]
+    for bad in ("start.mode", "optim.no_such_field=1", "mode=sci", "optim.pretrain=sci", "optim.anchors=64"):
         with pytest.raises(SystemExit) as exit_info:
             molecule_set.main(["--out", str(tmp_path / "bad"), "--only", "h2", "--set", bad])
         assert exit_info.value.code == 2 and "--set" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+
+
+def test_a_moved_key_names_its_new_place(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        molecule_set.main(["--out", str(tmp_path / "bad"), "--only", "h2", "--set", "optim.pretrain=sci"])
+    assert "start.mode" in capsys.readouterr().err
+
+
+def test_a_row_reads_results_from_before_the_start_rename():
+    result = {"references": {"fci": -1.1, "ccsd_t": -1.1}, "n_orbitals": 2, "n_determinants": 4,
+              "error_vs_fci_mha": 0.1, "energy_stderr": 1e-4, "exact_error_vs_fci_mha": 0.1, "steps": 3,
+              "wall_seconds": 60.0}
+    old = molecule_set.row_of("h2", "STO-3G set", {**result, "p_hf_after_pretraining": 0.9})
+    new = molecule_set.row_of("h2", "STO-3G set", {**result, "p_hf_after_start": 0.9, "cpu_seconds": 30.0})
+    assert old["p_hf_start"] == new["p_hf_start"] == 0.9 and old["cpu_minutes"] is None and new["cpu_minutes"] == 0.5

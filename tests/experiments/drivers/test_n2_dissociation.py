@@ -28,24 +28,24 @@ def test_two_point_curve_with_warm_start(tmp_path):
 
 
 def test_defaults_replace_the_configs_settings(tmp_path, monkeypatch):
-    from nnqs.training import pretrain
+    from nnqs.training import start
 
-    fit = pretrain.pretrain_to_state  # the defaults' full start fit takes minutes: two steps of each part here
-    monkeypatch.setattr(pretrain, "pretrain_to_state",
-                        lambda *args, **kwargs: fit(*args, **{**kwargs, "steps": 2, "phase_steps": 2}))
+    fit = start.fit_to_state  # the defaults' full start fit takes minutes: two steps of each part here
+    monkeypatch.setattr(start, "fit_to_state", lambda *args, **kwargs: fit(
+        *args, **{**kwargs, "steps": 2, "phases": {**(kwargs.get("phases") or {}), "steps": 2}}))
     rows = n2_dissociation.main(["--defaults", "--out", str(tmp_path), "--points", "1", "--start", "1.1", "--stop", "1.1",
                                  "--steps", "2", "--no-progress"])
     data = json.loads((tmp_path / "dissociation.json").read_text())
-    assert data["config"]["optim"]["pretrain"] == "sci" and data["config"]["model"]["phase_hidden"] == [128, 128]
+    assert data["config"]["start"]["mode"] == "sci" and data["config"]["model"]["phase_hidden"] == [128, 128]
     assert data["config"]["sampler"]["unique_window"] == [500, 2000] and len(rows) == 1
 
 
 def test_a_bad_override_is_a_one_line_error(tmp_path, capsys):
     h2 = Path(__file__).resolve().parents[3] / "experiments" / "configs" / "h2.toml"
     with pytest.raises(SystemExit) as exit_info:
-        n2_dissociation.main(["--config", str(h2), "--out", str(tmp_path), "--steps", "4", "--pretrain", "cisdt"])
+        n2_dissociation.main(["--config", str(h2), "--out", str(tmp_path), "--steps", "4", "--start-mode", "cisdt"])
     assert exit_info.value.code == 2
-    assert "pretrain" in capsys.readouterr().err
+    assert "[start] mode" in capsys.readouterr().err
     assert not (tmp_path / "dissociation.json").exists()
 
 
@@ -53,10 +53,17 @@ def test_halves_run_apart_merge_into_one_curve(tmp_path):
     h2 = Path(__file__).resolve().parents[3] / "experiments" / "configs" / "h2.toml"
     for name, r in (("a", "1.0"), ("b", "1.2")):
         n2_dissociation.main(["--config", str(h2), "--out", str(tmp_path / name), "--points", "1", "--start", r,
-                              "--stop", r, "--steps", "2", "--pretrain", "cisd_cas", "--cas", "6", "6",
+                              "--stop", r, "--steps", "2", "--start-mode", "cisd_cas", "--cas", "6", "6",
                               "--no-progress"])
     rows = n2_dissociation.main(["--out", str(tmp_path / "all"), "--merge", str(tmp_path / "b"), str(tmp_path / "a")])
     data = json.loads((tmp_path / "all" / "dissociation.json").read_text())
     assert [p["bond_length"] for p in data["points"]] == [1.0, 1.2] and data["points"] == rows
-    assert data["config"]["optim"]["pretrain"] == "cisd_cas" and data["config"]["optim"]["pretrain_cas"] == [6, 6]
+    assert data["config"]["start"]["mode"] == "cisd_cas" and data["config"]["start"]["cas"] == [6, 6]
     assert (tmp_path / "all" / "dissociation.png").exists()
+
+
+def test_the_old_option_name_still_sets_the_start_mode(tmp_path, capsys):
+    h2 = Path(__file__).resolve().parents[3] / "experiments" / "configs" / "h2.toml"
+    with pytest.raises(SystemExit) as exit_info:
+        n2_dissociation.main(["--config", str(h2), "--out", str(tmp_path), "--pretrain", "cisdt"])
+    assert exit_info.value.code == 2 and "[start] mode" in capsys.readouterr().err

@@ -25,7 +25,7 @@ def test_residual_rows_are_the_autograd_derivatives_of_the_residuals(kind):
     target = torch.linspace(0.5, 0.1, tokens.shape[0], dtype=torch.float64)
     target = target / (1.3 * target.norm())     # 1/1.69 of the weight on the fitted rows
     r, j = gauss_newton_fit.residuals(model, tokens, target, kind, jacobian=True)
-    params = [p for n, p in model.named_parameters() if not n.startswith("phase_net.")]
+    params = model.amplitude_parameters()
 
     def by_autograd(i):
         half_log_p = 0.5 * model.log_prob(tokens, validate=False)

@@ -16,9 +16,10 @@ def reference_cache(tmp_path, monkeypatch):
 
 def test_variants_are_fitted_from_the_same_network_and_scored_against_fci(tmp_path):
     out = tmp_path / "fit.json"
-    result = start_fit.main(["--molecule", "h2o", "--out", str(out), "--pretrain", "cisd",
+    result = start_fit.main(["--molecule", "h2o", "--out", str(out), "--mode", "cisd",
                              "--variant", "none:steps=0:phase_steps=0", "--variant", "fit:steps=150:phase_steps=300"])
     assert json.loads(out.read_text()) == result
+    assert result["mode"] == "cisd" and result["chosen"] == "cisd"
     none, fit = result["variants"]["none"], result["variants"]["fit"]
     assert fit["fields"] == {"steps": 150, "phase_steps": 300, "max_determinants": 1024}
     assert 0 < result["target_error_mha"] < 100      # CISD of H2O / STO-3G, above FCI
@@ -35,7 +36,7 @@ def test_a_bad_variant_is_refused():
 
 
 def test_phase_fields_reach_the_phase_fit(tmp_path):
-    result = start_fit.main(["--molecule", "h2o", "--out", str(tmp_path / "fit.json"), "--pretrain", "cisd",
+    result = start_fit.main(["--molecule", "h2o", "--out", str(tmp_path / "fit.json"), "--pretrain", "cisd",  # the old name
                              "--variant", "one:steps=0:phase_steps=300",
                              "--variant", "two:steps=0:phase_steps=300:phase_weight_power=2"])
     one, two = result["variants"]["one"], result["variants"]["two"]

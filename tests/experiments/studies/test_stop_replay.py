@@ -14,11 +14,12 @@ from tests.nnqs.app.helpers import H2
 pytestmark = pytest.mark.study  # a one-off investigation: `pytest -m study`
 
 
-def fake_run(folder, energies, *, adamw_steps: int, fci: float, stderr: float = 1e-4):
+def fake_run(folder, energies, *, adamw_steps: int, fci: float, stderr: float = 1e-4, config: dict | None = None):
     folder.mkdir()
-    config = config_from_dict({"molecule": H2, "optim": {"steps": len(energies), "method": "minsr",
-                                                         "adamw_steps": adamw_steps}})
-    (folder / "result.json").write_text(json.dumps({"config": config.to_dict(), "energy": float(energies[-1]),
+    if config is None:
+        config = config_from_dict({"molecule": H2, "optim": {"steps": len(energies), "method": "minsr",
+                                                             "adamw_steps": adamw_steps}}).to_dict()
+    (folder / "result.json").write_text(json.dumps({"config": config, "energy": float(energies[-1]),
                                                     "references": {"fci": fci}}))
     with (folder / "metrics.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=["step", "energy", "stderr", "seconds"])
@@ -52,3 +53,14 @@ def test_the_replay_stops_where_the_rule_first_fires_and_only_in_the_last_regime
 def test_a_folder_without_a_finished_run_is_refused(tmp_path):
     with pytest.raises(SystemExit):
         stop_replay.main([str(tmp_path), "--out", str(tmp_path / "r.json")])
+
+
+def test_a_run_from_before_the_config_tables_were_split_is_read(tmp_path):
+    # The old layout: the coarse phase (and the start, and anchors) under [optim].
+    energies = -1.0 + 1e-4 * np.random.default_rng(1).standard_normal(300)
+    old = {"molecule": H2, "optim": {"steps": 300, "method": "minsr", "adamw_steps": 50, "coarse_steps": 120,
+                                     "coarse_local_energy": "sampled", "pretrain": "cisd", "anchors": 0,
+                                     "stop_window": 0}}
+    fake_run(tmp_path / "old", energies, adamw_steps=50, fci=-1.0, config=old)
+    rows = stop_replay.main([str(tmp_path / "old"), "--window", "20", "--out", str(tmp_path / "r.json")])
+    assert rows[0]["stop_from"] == 120 and rows[0]["stopped_at"] >= 160
