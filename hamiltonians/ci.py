@@ -10,18 +10,17 @@ signs of docs/design.md §1 hold by construction):
   ``m`` orbitals around the Fermi level, counted in the original basis, which must be ordered by
   orbital energy as PySCF's canonical orbitals are), the orbitals below doubly occupied. It
   captures the static correlation of bond breaking, where the HF determinant carries little
-  weight and CISD fails (N2/STO-3G at 2.01 A: CISD is 153 mHa above FCI, CASCI(6, 6) 18 mHa).
+  weight and CISD fails.
 
 * CISD+CAS: the union of the two spaces. Its ground state is below both and holds both the
-  static correlation of the active space and the doubles of the dynamic one; for N2/STO-3G it
-  is 2.5-13 mHa above FCI from 0.8 to 2.5 A (CISD 3-251 mHa, CASCI(6, 6) 6-52 mHa).
+  static correlation of the active space and the doubles of the dynamic one.
 * Selected CI (:func:`selected_ci`): any of these grown by CIPSI steps, each adding the
   determinants connected to the state that second-order perturbation theory
   (Epstein–Nesbet) ranks highest. It brings in the triples and quadruples that CISD lacks and
-  that a network fitted to CISD then rarely samples (H10 / STO-3G: CISD 16.3 mHa above FCI).
+  that a network fitted to CISD then rarely samples.
 
-Each gives a cheap, correctly signed, variational starting wavefunction for neural-network
-pretraining.
+Each gives a cheap, correctly signed, variational starting wavefunction for the network's
+start (:mod:`nnqs.training.start`). Measurements: ``experiments/LOG.md``.
 """
 
 from __future__ import annotations

@@ -130,9 +130,8 @@ def local_energy(
         connected_log_psi_fn: ``(occ'[M, 2N], parent[M]) -> complex log psi [M]``, used instead
             of ``log_psi_fn`` for ``x'`` outside the batch; ``parent`` indexes ``occ``.
         chunk: connected elements held at once (default ``H.chunk_size``).
-        psi_chunk: configurations per ``log_psi_fn`` call (1024: a d32 Transformer at 26
-            orbitals took 186 us per configuration in chunks of 512-1024 and 371 us in chunks
-            of 8192 on one CPU thread, where large activations spill out of cache).
+        psi_chunk: configurations per ``log_psi_fn`` call (default 1024: larger chunks spill
+            the activations out of the CPU's cache).
         eps: connections with ``|H_{x x'}| <= eps`` are skipped (default 1e-12 drops the
             symmetry-forbidden elements that round-off leaves at ~1e-17, sparing their
             ``log_psi_fn`` evaluations; 0 keeps every nonzero element).

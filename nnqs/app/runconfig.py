@@ -58,7 +58,7 @@ class MoleculeConfig:
             permutation (list of spatial orbital indices): the autoregressive order of the orbitals.
         dmrg: beyond FCI (more than 1e7 determinants), compute a DMRG reference with block2
             (minutes to hours; cached); ``false`` computes none but still reports one already in
-            the cache (e.g. from ``experiments/dmrg_reference.py``).
+            the cache (e.g. from ``experiments/tools/dmrg_reference.py``).
     """
 
     name: str = "molecule"

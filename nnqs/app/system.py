@@ -138,7 +138,7 @@ def _ordered_system(config: MoleculeConfig, H: MolecularHamiltonian, references:
             if config.dmrg:
                 methods = METHODS + ("dmrg",)
                 log.info("%.3g determinants: beyond FCI, the reference is DMRG (block2)", H.n_determinants)
-            else:  # one computed ahead (experiments/dmrg_reference.py) is still reported
+            else:  # one computed ahead (experiments/tools/dmrg_reference.py) is still reported
                 cached = ("dmrg",)
         refs = reference_energies(H, methods, fci_max_determinants=fci_max_determinants, cached=cached)
         if beyond_fci and refs.get("dmrg") is None:

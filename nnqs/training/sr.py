@@ -38,7 +38,7 @@ def log_psi_jacobian(model, tokens: torch.Tensor, *, chunk: int = 512, explicit:
 
     The attention runs written out (:func:`nnqs.wavefunction.attention.explicit_attention`):
     the fused CPU kernel's backward has no ``vmap`` batching rule, and its per-sample fallback
-    is slower (``experiments/bench_minsr.py`` times both).
+    is slower (``experiments/benchmarks/bench_minsr.py`` times both).
 
     Args:
         model: a ``TransformerWavefunction``.
@@ -98,7 +98,7 @@ def minsr_direction(
     The Gram matrix and the products with ``Ot`` run in the Jacobian's dtype (bfloat16 is
     promoted to float32), the centring and the solve in float64: a float64 network gets the
     docstring's formula to rounding, a float32 one about half the cost at a relative difference
-    of 1e-4 to 1e-3 (``experiments/bench_minsr.py``), far below the direction's sampling noise.
+    of 1e-4 to 1e-3, far below the direction's sampling noise (``experiments/benchmarks/bench_minsr.py``).
 
     Args:
         jacobian: ``[U, 2, P]`` from :func:`log_psi_jacobian`.

@@ -30,7 +30,7 @@ class ModelConfig:
             grouped-query attention, and must divide ``n_heads``.
         mlp_ratio: hidden width of each block's MLP as a multiple of ``d_model``.
         phase_hidden: hidden layer widths of the phase MLP (input: one-hot tokens ``4N``); the
-            default two layers of 128 are what every measured run from LiH up used (minSR costs ``O(U^2 P)``).
+            default is two layers of 128 (minSR's solve grows with the parameter count ``P``).
             An empty tuple gives a constant (zero) phase.
         phase_init_std: standard deviation (radians) of the initial phases on random
             configurations; spread phases avoid the saddle at equal phases (0 = PyTorch's init).

@@ -57,7 +57,7 @@ def test_cached_methods_are_reported_but_never_computed(tmp_path):
     assert set(refs) == {"hf", "notes", "details"}  # nothing cached: no DMRG run, no entry
     data = json.loads(path.read_text())
     key = next(iter(data))
-    data[key]["energies"]["dmrg"] = -1.5  # as if experiments/dmrg_reference.py had run
+    data[key]["energies"]["dmrg"] = -1.5  # as if experiments/tools/dmrg_reference.py had run
     data[key]["details"]["dmrg"] = {"bond_dims": [10]}
     path.write_text(json.dumps(data))
     refs = reference_energies(spec, methods=("hf",), cache_path=path, cached=("dmrg",))
