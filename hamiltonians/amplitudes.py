@@ -34,24 +34,16 @@ class AmplitudeTable:
         self._sorted: tuple[torch.Tensor, torch.Tensor] | None = None  # (sorted keys, row of each)
 
     @classmethod
-    def from_keys(cls, keys: torch.Tensor, log_psi: torch.Tensor, n_spin_orbitals: int) -> "AmplitudeTable":
-        """A table of packed ``keys`` ``[M, W]`` (sorted and unique, as :func:`unique_keys` gives)."""
-        table = cls(unpack_keys(keys, n_spin_orbitals), log_psi)
+    def from_keys(cls, keys: torch.Tensor, log_psi: torch.Tensor, n_spin_orbitals: int,
+                  occ: torch.Tensor | None = None) -> "AmplitudeTable":
+        """A table of packed ``keys`` ``[M, W]`` (sorted and unique, as :func:`unique_keys` gives);
+        ``occ``: their occupations when the caller has them unpacked already."""
+        table = cls(unpack_keys(keys, n_spin_orbitals) if occ is None else occ, log_psi)
         table._sorted = (keys, torch.arange(keys.shape[0], device=keys.device))
         return table
 
-    @classmethod
-    def empty(cls, n_spin_orbitals: int, dtype=torch.complex128, device=None) -> "AmplitudeTable":
-        return cls(torch.zeros(0, n_spin_orbitals, dtype=torch.uint8, device=device),
-                   torch.zeros(0, dtype=dtype, device=device))
-
     def __len__(self) -> int:
         return self.occ.shape[0]
-
-    def cat(self, other: "AmplitudeTable") -> "AmplitudeTable":
-        """This table's rows, then ``other``'s."""
-        return AmplitudeTable(torch.cat((self.occ, other.occ.to(self.occ.device))),
-                              torch.cat((self.log_psi, other.log_psi.to(self.log_psi))))
 
     def find(self, occ: torch.Tensor) -> torch.Tensor:
         """The row of each configuration of ``occ`` ``[B, 2N]`` in the table, or -1 (int64 ``[B]``)."""

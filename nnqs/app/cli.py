@@ -82,7 +82,8 @@ def _analyse(args: argparse.Namespace) -> int:
             raise ConfigError(f"{path}: no checkpoint (run `nnqs run ... --out {args.run_dir}` first)")
         state = load_checkpoint(path, map_location="cpu")
         try:
-            config = config_from_dict(state["config"])
+            # [molecule] and [model] are all it needs (a checkpoint of an older layout has other tables)
+            config = config_from_dict({k: state["config"][k] for k in ("molecule", "model") if k in state["config"]})
             weights = state["trainer"]["model"]
         except (KeyError, TypeError) as error:
             raise ConfigError(f"{path}: not a complete nnqs checkpoint (missing {error})") from None
@@ -195,6 +196,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"stopped after step {result['stopped_at']}; continue with --resume (outputs in {out})")
         return EXIT_OK
     print(_summary(result, out))
+    print(f"  code: {describe()}")
     return EXIT_OK
 
 
@@ -209,6 +211,12 @@ def _os_message(error: OSError) -> str:
     """``PATH: reason`` of an OS error, in one line."""
     where = error.filename if error.filename is not None else ""
     return f"{where}: {error.strerror or error}" if where else str(error)
+
+
+def describe() -> str:
+    from nnqs.app.provenance import describe as code
+
+    return code()
 
 
 def _summary(result: dict, out: str) -> str:

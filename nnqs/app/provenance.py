@@ -1,7 +1,8 @@
 """Provenance: which code made a result (package version, git commit, a dirty tree).
 
 Every result file records :func:`provenance` beside the effective config that made it:
-``result.json``, the header of ``metrics.csv`` and every benchmark JSON.
+``result.json``, the run folder's ``provenance.json`` (one entry per session of the run) and
+every benchmark JSON.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ def provenance() -> dict:
     """``{"version", "commit", "dirty"}``: the package version, the git commit of the checkout
     the code runs from (``None`` outside a git checkout, e.g. an installed wheel) and whether
     its tracked files differ from that commit (``None`` when unknown)."""
-    commit = _git("rev-parse", "HEAD")
+    top = _git("rev-parse", "--show-toplevel")
+    # an installed copy inside someone's checkout (a venv in a repository) is not that checkout's code
+    commit = _git("rev-parse", "HEAD") if top is not None and Path(top).resolve() == Path(ROOT).resolve() else None
     dirty = None
     if commit is not None:
         status = _git("status", "--porcelain", "--untracked-files=no")

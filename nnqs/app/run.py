@@ -103,6 +103,9 @@ def _check_resumable(config: RunConfig, state: dict, path: Path, extend: bool) -
         raise ConfigError(f"--resume: {path} holds no usable [molecule]; nothing changed") from None
     if saved_molecule != config.to_dict()["molecule"]:
         raise ConfigError(f"--resume: {path} is a run of another [molecule] than this config's; nothing changed")
+    if saved.get("optim", {}).get("anchors") or state["trainer"].get("anchors") is not None:
+        raise ConfigError(f"--resume: {path} is a run with anchors, which were removed; it cannot continue "
+                          "without changing its numbers (start it afresh)")
     old, new = saved.get("optim", {}).get("steps"), config.optim.steps
     if old != new and not extend:
         raise ConfigError(f"--resume: the checkpoint's run has steps = {old}, this config {new}; pass --extend "
@@ -209,14 +212,17 @@ class _Progress:
         self.bar.update(1)
 
 
-def _write_provenance(path: Path, config: RunConfig, step: int) -> None:
-    """Add this session (code, time, first step) to ``provenance.json``, with the effective config."""
+def _write_provenance(path: Path, config: RunConfig, step: int, resume: bool) -> None:
+    """``provenance.json``: one entry per session of the run (a fresh run starts the list, a
+    resume adds to it): the code (version, commit, dirty), the time, the first step and the
+    effective config of that session."""
     sessions = []
-    if path.exists():
+    if resume and path.exists():
         with contextlib.suppress(ValueError, OSError, KeyError, TypeError):
             sessions = list(json.loads(path.read_text())["sessions"])
-    sessions.append({**provenance(), "from_step": step, "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
-    write_json(path, {"sessions": sessions, "config": config.to_dict()})
+    sessions.append({**provenance(), "from_step": step, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                     "config": config.to_dict()})
+    write_json(path, {"sessions": sessions})
 
 
 def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_after: int | None, progress: bool,
@@ -244,13 +250,12 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
         log.info("resumed from %s at step %d", ckpt_path, trainer.step)
     else:
         weights, start_summary = comm.run_on_main(lambda: _fit_start(model, config, system, H, initial_model))
-        model.load_state_dict(weights)
+        trainer.start_from(weights)
         clock.start_seconds = time.perf_counter() - clock.began
         start_p_hf = p_hf(model, system.hf_tokens)
-        trainer.mark_good()  # the start's weights are the state to roll back to
 
     def open_outputs() -> MetricsLog:
-        _write_provenance(out / "provenance.json", config, trainer.step)
+        _write_provenance(out / "provenance.json", config, trainer.step, resume)
         return MetricsLog(out / "metrics.csv", refs["fci"], resume_step=trainer.step if resume else None)
 
     metrics = _on_main(comm, open_outputs)   # an error opening them stops every rank
@@ -271,8 +276,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     checkpoints.save(trainer)
 
     wall = clock.wall()  # the training's; the evaluation has its own seconds
-    n_eval = config.sampler.eval_samples or 10 * trainer.n_samples
-    evaluation = final_evaluation(trainer, n_eval, system.hf_tokens)
+    evaluation = final_evaluation(trainer, system.hf_tokens)
     result = _result(config, system, trainer, refs, evaluation.to_dict(), start_summary, start_p_hf, comm)
     result.update({**clock.times(), "stopped_early": converged, "wall_seconds": wall})
     if comm.is_main:

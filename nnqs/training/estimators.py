@@ -181,7 +181,7 @@ def shared_outside_amplitudes(model, H: MolecularHamiltonian, occ: torch.Tensor,
     union = unique_keys(torch.cat(comm.all_gather(mine)))[0]
     xp = unpack_keys(union, H.n_spin_orbitals, dtype=occ.dtype).to(occ.device)
     lp_all, evaluated, seconds = evaluate_in_slices(model, xp, comm)
-    return AmplitudeTable.from_keys(union, lp_all.to(H.device), H.n_spin_orbitals), evaluated, seconds
+    return AmplitudeTable.from_keys(union, lp_all.to(H.device), H.n_spin_orbitals, occ=xp), evaluated, seconds
 
 
 def local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor, log_psi: torch.Tensor, mode: str,

@@ -51,10 +51,12 @@ class FinalEvaluation:
         return asdict(self)
 
 
-def final_evaluation(trainer: Trainer, n_samples: int, hf_tokens: torch.Tensor) -> FinalEvaluation:
-    """Evaluate ``trainer``'s network on ``n_samples`` fresh draws (from its random stream) with
-    the fine local energies; with several ranks every rank calls it and gets the same numbers."""
+def final_evaluation(trainer: Trainer, hf_tokens: torch.Tensor, n_samples: int | None = None) -> FinalEvaluation:
+    """Evaluate ``trainer``'s network on ``n_samples`` fresh draws from its random stream (default
+    ``[sampler] eval_samples``, or 10 x the last step's ``n_samples`` when that is 0) with the
+    fine local energies; with several ranks every rank calls it and gets the same numbers."""
     started = time.perf_counter()
+    n_samples = n_samples or trainer.sampler_cfg.eval_samples or 10 * trainer.n_samples
     model, H, comm = trainer.model, trainer.H, trainer.comm
     mode, threshold = trainer.local_energy_cfg.fine
     model.eval()

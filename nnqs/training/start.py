@@ -55,8 +55,9 @@ class StartSettings:
         cas: ``[n_electrons, n_orbitals]``, the active space of ``"casci"`` and ``"cisd_cas"``
             (and of ``"auto"`` when given), around the Fermi level in the energy-ordered orbitals.
         hf_target: the ``p(HF)`` target of ``mode = "hf"``.
-        steps: at most this many Adam steps of the amplitude fit.
-        lr: the amplitude fit's learning rate.
+        steps: at most this many Adam steps of the amplitude fit (of a CI target; ``"hf"`` takes
+            up to 500 steps at 0.01, :func:`nnqs.training.fit.fit_hf`).
+        lr: the amplitude fit's learning rate (of a CI target).
         max_determinants: the amplitude fit uses the target's this many largest determinants
             (0 = all), which bounds its cost on large CI spaces.
         tail: with ``max_determinants``, also draw this many of the other determinants per fit
@@ -157,8 +158,9 @@ class Start:
             ValueError: a ``cas`` window that does not fit the molecule.
         """
         settings = self.settings
+        self.target = self.chosen = self.fidelity = self.refit = None
         began = time.perf_counter()
-        if settings.fits_ci and self.target is None:
+        if settings.fits_ci:
             self.target = self.build_target(H, hf_occupation=hf_occupation, order=order)
         self.target_seconds = time.perf_counter() - began
         began = time.perf_counter()

@@ -210,9 +210,10 @@ class Trainer:
         self.step += 1
         return record
 
-    def mark_good(self) -> None:
-        """The current model and optimisers become the state a non-finite step rolls back to
-        (e.g. the start's weights, before the first step)."""
+    def start_from(self, weights: dict) -> None:
+        """Load the start's weights (a ``state_dict``) before the first step; they become the
+        state a non-finite step rolls back to."""
+        self.model.load_state_dict(weights)
         self.guard.mark_good()
 
     # -- checkpoints ---------------------------------------------------------------------

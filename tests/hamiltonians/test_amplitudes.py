@@ -39,7 +39,7 @@ def test_find_and_log_psi_fn_equal_a_dictionary_of_rows():
     assert all(got[i] == reference[tuple(r)] for i, r in enumerate(dets.tolist()) if not missing[i])
 
 
-def test_from_keys_cat_and_empty():
+def test_from_keys_and_an_empty_table():
     dets, table, reference = table_and_reference(seed=1)
     keys, inverse = unique_keys(pack_occupations(table.occ))
     log_psi = torch.empty_like(table.log_psi)
@@ -47,9 +47,8 @@ def test_from_keys_cat_and_empty():
     keyed = AmplitudeTable.from_keys(keys, log_psi, 12)
     assert torch.equal(keyed.find(table.occ), inverse)            # sorted rows
     assert torch.equal(keyed.log_psi[keyed.find(table.occ)], table.log_psi)
-    empty = AmplitudeTable.empty(12)
+    assert torch.equal(AmplitudeTable.from_keys(keys, log_psi, 12, occ=keyed.occ).find(dets), keyed.find(dets))
+    empty = AmplitudeTable(dets[:0], log_psi[:0])
     assert len(empty) == 0 and torch.all(empty.find(dets) == -1)
-    both = empty.cat(table)
-    assert len(both) == 120 and torch.equal(both.find(dets), table.find(dets))
     with pytest.raises(ValueError, match="log_psi"):
         AmplitudeTable(table.occ, table.log_psi[:3])

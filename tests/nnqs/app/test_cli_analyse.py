@@ -28,3 +28,18 @@ def test_cli_analyse(tmp_path, monkeypatch):
     missing = subprocess.run([sys.executable, "-m", "nnqs", "analyse", str(tmp_path / "nothing")],
                              capture_output=True, text=True)
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_analyse_reads_a_checkpoint_of_the_older_config_layout(tmp_path):
+    """A checkpoint written before the config was split into tables holds old [optim] keys:
+    analyse needs only [molecule] and [model] and still reads it."""
+    from nnqs.app.io import load_checkpoint, save_checkpoint
+
+    run(config_from_dict(TINY), tmp_path / "h2", progress=False)
+    path = tmp_path / "h2" / "checkpoint.pt"
+    state = load_checkpoint(path)
+    state["config"]["optim"].update(pretrain="cisd", anchors=0, local_energy="exact")
+    del state["config"]["start"], state["config"]["local_energy"], state["config"]["stop"]
+    save_checkpoint(path, state)
+    done = subprocess.run([sys.executable, "-m", "nnqs", "analyse", str(tmp_path / "h2")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -50,9 +50,24 @@ def test_result_json_records_the_code_and_the_effective_config(tmp_path):
     assert saved["config"] == effective and config_from_dict(saved["config"]) == config
     assert saved["config"]["start"]["phase_steps"] == 3000 and saved["config"]["local_energy"]["mode"] == "truncated"
     assert saved["start"]["settings"] == saved["config"]["start"] and saved["start"]["fidelity"] > 0.5
-    sessions = json.loads((tmp_path / "out" / "provenance.json").read_text())
-    assert [s["from_step"] for s in sessions["sessions"]] == [0, 3]
-    assert sessions["sessions"][0]["commit"] == here["commit"] and sessions["config"] == effective
+    sessions = json.loads((tmp_path / "out" / "provenance.json").read_text())["sessions"]
+    assert [s["from_step"] for s in sessions] == [0, 3]
+    assert sessions[0]["commit"] == here["commit"] and all(s["config"] == effective for s in sessions)
+    # --overwrite starts the list afresh
+    run(config, tmp_path / "out", overwrite=True, stop_after=1, progress=False)
+    sessions = json.loads((tmp_path / "out" / "provenance.json").read_text())["sessions"]
+    assert [s["from_step"] for s in sessions] == [0]
+
+
+def test_a_run_with_the_removed_anchors_is_not_resumed(tmp_path):
+    config = config_from_dict(TINY)
+    run(config, tmp_path / "out", stop_after=2, progress=False)
+    path = tmp_path / "out" / "checkpoint.pt"
+    state = load_checkpoint(path)
+    state["config"]["optim"]["anchors"] = 8   # as an older version wrote it
+    save_checkpoint(path, state)
+    with pytest.raises(ConfigError, match="anchors, which were removed"):
+        run(config, tmp_path / "out", resume=True, progress=False)
 
 
 TWO_PHASE = {**TINY, "optim": {"steps": 6, "lr": 0.05, "warmup": 1, "method": "minsr", "adamw_steps": 2,

@@ -21,7 +21,7 @@ def trainer_for(mode: str, threshold: float, seed: int = 0) -> Trainer:
 def test_truncated_evaluation_reports_its_bias_and_the_exact_energy():
     trainer = trainer_for("truncated", 0.05)
     hf = torch.tensor([[3, 3, 0, 0, 0]])
-    got = final_evaluation(trainer, 40, hf)
+    got = final_evaluation(trainer, hf, 40)
     # the same draws again, evaluated piece by piece
     again = trainer_for("truncated", 0.05)
     batch = again.sample(40)
@@ -44,6 +44,7 @@ def test_truncated_evaluation_reports_its_bias_and_the_exact_energy():
 def test_the_evaluation_uses_the_fine_mode_even_inside_the_coarse_phase():
     trainer = trainer_for("exact", 0.0)
     assert trainer.step < trainer.local_energy_cfg.coarse_steps
-    got = final_evaluation(trainer, 40, torch.tensor([[3, 3, 0, 0, 0]]))
+    got = final_evaluation(trainer, torch.tensor([[3, 3, 0, 0, 0]]))   # 10 x n_samples draws
     assert got.local_energy == "exact" and got.kept_fraction == 1.0 and got.truncation_bias_mha is None
+    assert got.n_samples == 400
     assert set(got.to_dict()) >= {"energy", "energy_stderr", "variance", "evaluation_seconds"}
