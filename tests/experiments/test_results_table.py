@@ -124,3 +124,9 @@ def test_the_config_of_a_historical_result_whose_file_was_removed_is_named_and_m
     row = results_table.row(path, json.loads(path.read_text()), results_table.EXPERIMENTS / "configs")
     assert row["config"] == "h2o_631g_anchors.toml" and row["config_removed"]
     assert "| `h2o_631g_anchors.toml` (removed) |" in results_table.table([row])
+
+
+def test_the_repositorys_tables_are_generated_not_hand_edited():
+    """README.md's results block and RESULTS.md are what the generator writes from the results
+    committed today (rerun `python -m experiments.results_table` after adding one)."""
+    assert results_table.main(["--check"]) == 0
