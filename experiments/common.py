@@ -288,3 +288,36 @@ def config_of_result(data: dict) -> RunConfig:
     """The :class:`RunConfig` of a result or checkpoint dict (its ``config``), old layouts included
     (:func:`upgraded_config_dict`)."""
     return config_from_dict(upgraded_config_dict(data["config"]))
+
+
+# -- a network fitted to CISD and its samples (local-energy benchmarks) ------------------------
+#: Molecules of the local-energy benchmarks: geometry, basis, frozen core.
+LOCAL_ENERGY_SYSTEMS = {
+    "lih_sto3g": ("Li 0 0 0; H 0 0 1.5949", "sto-3g", 0),
+    "n2_sto3g": ("N 0 0 0; N 0 0 1.0977", "sto-3g", 0),
+    "h2o_631g": ("O 0 0 0; H 0 0.757 0.587; H 0 -0.757 0.587", "6-31g", 0),
+    "n2_631g_fc": ("N 0 0 0; N 0 0 1.0977", "6-31g", 2),
+}
+
+
+def fitted_samples(name: str, order: str, *, n_samples: int, start_steps: int, seed: int):
+    """A d32/L4 network (the run default) fitted to the CISD state of ``name`` in ``order``, and
+    BAS samples of it: ``(system, model, batch, log_psi, fit_seconds, sample_seconds)``."""
+    from nnqs.app.system import build_model as build_run_model, build_system
+    from nnqs.training.start import Start, StartSettings
+    from nnqs.wavefunction.config import ModelConfig
+
+    geometry, basis, frozen = LOCAL_ENERGY_SYSTEMS[name]
+    system = build_system(MoleculeConfig(name=name, geometry=geometry, basis=basis, frozen_core=frozen,
+                                         orbital_order=order), references=False)
+    cpu = torch.device("cpu")
+    torch.manual_seed(seed)
+    model = build_run_model(ModelConfig(), system)
+    start = Start(StartSettings(mode="cisd", steps=start_steps))
+    _, fit_s = timed(cpu, lambda: start.kernel(model, system.hamiltonian, hf_occupation=system.hf_occupation,
+                                               order=system.order))
+    model.eval()
+    batch, sample_s = timed(cpu, lambda: bas.sample(model, n_samples, generator=torch.Generator().manual_seed(seed)))
+    with torch.no_grad():
+        log_psi = model.log_psi(batch.tokens)
+    return system, model, batch, log_psi, fit_s, sample_s

@@ -12,6 +12,13 @@ Three modes:
 * ``"sampled"``: only ``x'`` that are in the batch (the sampled set) enter, with their
   ``log_psi_x``; ``log_psi_fn`` is not called at all when ``log_psi_x`` is given. This is the
   approximation NAQS and QiankunNet use.
+* ``"semistochastic"``: ``x'`` in the batch and those with ``|H_{x x'}| >= threshold`` enter
+  exactly; of the rest, ``draws`` are drawn per row with probability ``|H_{x x'}| / S_x``
+  (``S_x``: their sum) and enter with weight ``sign(H_{x x'}) S_x / draws``, so the estimate
+  is unbiased: its mean over the draws is the exact local energy, and its variance is
+  ``(S_x sum |H_{x x'}| |r|^2 - |sum H_{x x'} r|^2) / draws`` over the drawn pool, with
+  ``r = psi(x') / psi(x)`` (:func:`semistochastic_variance`). At most ``draws`` amplitudes per
+  row beyond the deterministic ones (PyNQS's semi-stochastic local energy).
 
 The amplitudes of ``x'`` outside the batch come from ``log_psi_fn(occ')``, or, when given,
 from ``connected_log_psi_fn(occ', parent)``, where ``parent`` is a row of the batch that
@@ -36,11 +43,12 @@ import torch
 from hamiltonians.amplitudes import AmplitudeTable
 from hamiltonians.determinants import as_occupation, unique_keys, unpack_keys
 
-__all__ = ["LocalEnergyResult", "local_energy", "evaluate_in_chunks", "MODES"]
+__all__ = ["LocalEnergyResult", "local_energy", "evaluate_in_chunks", "draw_by_magnitude",
+           "semistochastic_variance", "MODES"]
 
 logger = logging.getLogger(__name__)
 
-MODES = ("exact", "truncated", "sampled")
+MODES = ("exact", "truncated", "sampled", "semistochastic")
 #: Connections with ``|H_xx'|`` at most this are skipped (see :func:`local_energy`'s ``eps``).
 DEFAULT_EPS = 1e-12
 #: Configurations per ``log_psi_fn`` call (see :func:`local_energy`'s ``psi_chunk``).
@@ -65,6 +73,7 @@ class LocalEnergyResult:
         n_evaluated: configurations passed to ``log_psi_fn`` (batch included if it had to be).
         amplitude_seconds: time spent in ``log_psi_fn`` / ``connected_log_psi_fn`` (the rest of
             the call is the kernel, the lookups and the sums).
+        n_drawn: the semistochastic mode's draws (``draws`` per row with a non-empty pool).
     """
 
     e_loc: torch.Tensor
@@ -74,6 +83,7 @@ class LocalEnergyResult:
     n_evaluated: int = 0
     n_kept: int = 0
     amplitude_seconds: float = 0.0
+    n_drawn: int = 0
 
     @property
     def kept_fraction(self) -> float:
@@ -112,6 +122,8 @@ def local_energy(
     eps: float = DEFAULT_EPS,
     kernel: str = "auto",
     lookup: AmplitudeTable | None = None,
+    draws: int = 0,
+    generator: torch.Generator | None = None,
 ) -> LocalEnergyResult:
     """Local energies of a batch of determinants.
 
@@ -126,7 +138,8 @@ def local_energy(
             with ``|H_{x x'}| >= threshold``) or ``"sampled"`` (only x' in the batch).
         log_psi_x: complex ``[B]`` log psi of ``occ`` itself, if the caller has it
             (detached here; saves one network pass).
-        threshold: the truncated mode's cut on ``|H_{x x'}|`` (Hartree).
+        threshold: the truncated mode's cut on ``|H_{x x'}|`` (Hartree); the semistochastic mode's
+            deterministic part (the others are drawn).
         connected_log_psi_fn: ``(occ'[M, 2N], parent[M]) -> complex log psi [M]``, used instead
             of ``log_psi_fn`` for ``x'`` outside the batch; ``parent`` indexes ``occ``.
         chunk: connected elements held at once (default ``H.chunk_size``).
@@ -141,6 +154,8 @@ def local_energy(
             :class:`hamiltonians.amplitudes.AmplitudeTable`, that count as part of the batch: an
             ``x'`` among them is looked up, not evaluated, and enters in every mode as a batch
             row would. No local energy is computed for them.
+        draws, generator: the semistochastic mode's draws per row (>= 1) and their random
+            stream (on H's device; ``None``: torch's global one).
     Returns:
         :class:`LocalEnergyResult` with ``e_loc`` complex ``[B]`` and the mode used.
     """
@@ -148,6 +163,8 @@ def local_energy(
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if not threshold >= 0:
         raise ValueError(f"threshold must be >= 0, got {threshold}")
+    if mode == "semistochastic" and draws < 1:
+        raise ValueError(f"the semistochastic mode needs draws >= 1, got {draws}")
     occ_in = torch.as_tensor(occ)
     occ_u8 = as_occupation(occ_in, H.n_spin_orbitals)
     b = occ_u8.shape[0]
@@ -171,8 +188,8 @@ def local_energy(
         more = as_occupation(lookup.occ, H.n_spin_orbitals).to(occ_u8.device)
         more_lp = lookup.log_psi.detach().to(device=H.device, dtype=cdtype)
         table, log_psi_table = torch.cat((occ_u8, more)), torch.cat((log_psi_x, more_lp))
-    cut = {"exact": 0.0, "truncated": threshold, "sampled": math.inf}[mode]
-    counts = {"connected": 0, "kept": 0, "unique": 0, "evaluated": n_eval}
+    cut = {"exact": 0.0, "truncated": threshold, "sampled": math.inf, "semistochastic": 0.0}[mode]
+    counts = {"connected": 0, "kept": 0, "unique": 0, "evaluated": n_eval, "drawn": 0}
     outside: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
     held = 0
     timing = {"amplitudes": 0.0}
@@ -211,6 +228,15 @@ def local_energy(
         add(vals[inside], rows[inside], log_psi_table[pos[inside]])
         if mode != "sampled" and not bool(inside.all()):
             out = ~inside
+            if mode == "semistochastic":
+                pool = out & (vals.abs() < threshold)
+                out = out & ~pool
+                picked, weight = draw_by_magnitude(vals[pool], rows[pool], draws, generator)
+                if picked.numel():
+                    counts["drawn"] += picked.numel()
+                    pool_at = torch.nonzero(pool).flatten()[picked]
+                    outside.append((keys[pool_at], weight.to(vals.dtype) * torch.sign(vals[pool_at]), rows[pool_at]))
+                    held += int(picked.numel())
             outside.append((keys[out], vals[out], rows[out]))
             held += int(out.sum())
             if held >= flush:
@@ -219,8 +245,46 @@ def local_energy(
     if outside:
         evaluate_outside()
     n_conn, n_uniq, n_eval, n_kept = counts["connected"], counts["unique"], counts["evaluated"], counts["kept"]
+    n_kept -= counts["drawn"]   # the elements that entered exactly; the draws are counted apart
     logger.debug(
         "local_energy mode=%s B=%d connected=%d unique=%d evaluated=%d",
         mode, b, n_conn, n_uniq, n_eval,
     )
-    return LocalEnergyResult(e_loc, mode, n_conn, n_uniq, n_eval, n_kept, timing["amplitudes"])
+    return LocalEnergyResult(e_loc, mode, n_conn, n_uniq, n_eval, n_kept, timing["amplitudes"], counts["drawn"])
+
+
+def draw_by_magnitude(values: torch.Tensor, rows: torch.Tensor, draws: int,
+                      generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``draws`` indices per distinct row of ``rows`` ``[M]``, each drawn from that row's elements
+    with probability ``|values| / S_row`` (with replacement), and the weight ``S_row / draws`` of
+    each draw (float64): ``sum_draws weight * sign(value) * f`` is an unbiased estimate of
+    ``sum_row value * f``. Empty input gives empty output.
+
+    Returns:
+        ``(indices [R * draws] into values, weights [R * draws])`` for the ``R`` distinct rows.
+    """
+    if values.numel() == 0:
+        return torch.zeros(0, dtype=torch.int64, device=values.device), torch.zeros(0, dtype=torch.float64,
+                                                                                      device=values.device)
+    order = torch.argsort(rows, stable=True)
+    magnitude = values.abs().to(torch.float64)[order]
+    _, per_row = torch.unique_consecutive(rows[order], return_counts=True)
+    ends = per_row.cumsum(0)
+    starts = ends - per_row
+    cumulative = magnitude.cumsum(0)
+    before = torch.cat((cumulative.new_zeros(1), cumulative))[starts]
+    total = cumulative[ends - 1] - before
+    u = torch.rand(per_row.shape[0], draws, generator=generator, dtype=torch.float64, device=values.device)
+    where = torch.searchsorted(cumulative, before[:, None] + u * total[:, None], right=True)
+    where = torch.minimum(torch.maximum(where, starts[:, None]), (ends - 1)[:, None])  # rounding at the edges
+    return order[where.flatten()], (total / draws).repeat_interleave(draws)
+
+
+def semistochastic_variance(values: torch.Tensor, ratios: torch.Tensor, draws: int) -> float:
+    """The variance ``E|Y - E Y|^2`` of the semistochastic estimate ``Y`` of ``sum values * ratios``
+    over one row's drawn pool (``values`` ``[K]`` real, ``ratios`` ``psi(x') / psi(x)`` ``[K]``)."""
+    magnitude = values.abs().to(torch.float64)
+    total = magnitude.sum()
+    second = total * (magnitude * ratios.abs().to(torch.float64) ** 2).sum()
+    mean = (values.to(ratios.dtype) * ratios).sum()
+    return float((second - mean.abs() ** 2) / draws)

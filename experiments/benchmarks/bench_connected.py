@@ -33,24 +33,14 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from experiments.common import RESULTS, save_results, timed  # noqa: E402
-from nnqs.app.runconfig import MoleculeConfig  # noqa: E402
-from nnqs.app.system import build_model, build_system  # noqa: E402
+from experiments.common import LOCAL_ENERGY_SYSTEMS, RESULTS, fitted_samples, save_results, timed  # noqa: E402
 from nnqs.training.estimators import estimate_energy, evaluate_local_energies, sample_weights  # noqa: E402
-from nnqs.training.start import Start, StartSettings  # noqa: E402
 from nnqs.wavefunction.branching import first_difference  # noqa: E402
-from nnqs.wavefunction.config import ModelConfig  # noqa: E402
 from nnqs.wavefunction.tokens import occupations_to_tokens, tokens_to_occupations  # noqa: E402
-from samplers import bas  # noqa: E402
 
 logger = logging.getLogger("bench_connected")
 
-SYSTEMS = {
-    "lih_sto3g": ("Li 0 0 0; H 0 0 1.5949", "sto-3g", 0),
-    "n2_sto3g": ("N 0 0 0; N 0 0 1.0977", "sto-3g", 0),
-    "h2o_631g": ("O 0 0 0; H 0 0.757 0.587; H 0 -0.757 0.587", "6-31g", 0),
-    "n2_631g_fc": ("N 0 0 0; N 0 0 1.0977", "6-31g", 2),
-}
+SYSTEMS = LOCAL_ENERGY_SYSTEMS
 
 
 CPU = torch.device("cpu")
@@ -65,18 +55,9 @@ def mean_first_change(H, tokens: torch.Tensor, rows: int = 200) -> float:
 
 
 def bench_system(name: str, order: str, *, n_samples: int, eps_list, pretrain_steps: int, seed: int) -> dict:
-    geometry, basis, frozen = SYSTEMS[name]
-    system = build_system(MoleculeConfig(name=name, geometry=geometry, basis=basis, frozen_core=frozen,
-                                         orbital_order=order), references=False)
+    system, model, batch, log_psi, fit_s, sample_s = fitted_samples(name, order, n_samples=n_samples,
+                                                                    start_steps=pretrain_steps, seed=seed)
     H = system.hamiltonian
-    torch.manual_seed(seed)
-    model = build_model(ModelConfig(), system)
-    start = Start(StartSettings(mode="cisd", steps=pretrain_steps))
-    _, fit_s = timed(CPU, lambda: start.kernel(model, H, hf_occupation=system.hf_occupation, order=system.order))
-    model.eval()
-    batch, sample_s = timed(CPU, lambda: bas.sample(model, n_samples, generator=torch.Generator().manual_seed(seed)))
-    with torch.no_grad():
-        log_psi = model.log_psi(batch.tokens)
     weights = sample_weights(batch)
 
     def run(mode, threshold=0.0, amplitudes="cache"):

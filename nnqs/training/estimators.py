@@ -94,13 +94,14 @@ def branch_log_psi_fn(model: TransformerWavefunction, tokens: torch.Tensor):
 
 def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor, log_psi: torch.Tensor,
                             mode: str, *, threshold: float = 0.0, amplitudes: str = "full",
+                            draws: int = 0, generator: torch.Generator | None = None,
                             comm: Communicator = LOCAL) -> LocalEnergyResult:
     """``E_loc`` of the sampled tokens ``[U, N]`` (``log_psi`` of them given, detached), with the
     kernel's counts (connections, how many entered, amplitudes evaluated).
 
     Args:
-        mode, threshold: see :func:`hamiltonians.local_energy` (``"exact"``, ``"truncated"``,
-            ``"sampled"``).
+        mode, threshold, draws, generator: see :func:`hamiltonians.local_energy` (``"exact"``,
+            ``"truncated"``, ``"sampled"``, ``"semistochastic"``).
         amplitudes: how the amplitudes of connected ``x'`` outside the samples are computed:
             ``"cache"`` (decoded from the samples' KV cache, :func:`branch_log_psi_fn`) or
             ``"full"`` (a full pass per ``x'``). Both give the same numbers.
@@ -108,7 +109,9 @@ def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor
             into an :class:`~hamiltonians.amplitudes.AmplitudeTable` and count as sampled, and
             with ``"full"`` the outside ``x'`` of every rank are evaluated once between them
             (:func:`shared_outside_amplitudes`): every mode gives the local energies a single
-            process would compute for the union of the samples.
+            process would compute for the union of the samples. The semistochastic mode's
+            draws are each rank's own (its estimate is unbiased whatever the number of ranks,
+            not equal to one process's), so each rank evaluates its own drawn ``x'``.
     """
     if amplitudes not in ("cache", "full"):
         raise ValueError(f"amplitudes must be 'cache' or 'full', got {amplitudes!r}")
@@ -117,11 +120,11 @@ def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor
     sampled_elsewhere = other_ranks_samples(occ, log_psi, comm)
     branches = branch_log_psi_fn(model, tokens) if amplitudes == "cache" and mode != "sampled" else None
     log_psi_fn, shared = occupation_log_psi(model), None
-    if comm.world_size > 1 and mode != "sampled" and branches is None:
+    if comm.world_size > 1 and mode in ("exact", "truncated") and branches is None:
         shared = shared_outside_amplitudes(model, H, occ, sampled_elsewhere, mode, threshold, comm)
         log_psi_fn = shared[0].log_psi_fn(log_psi_fn)
     result = local_energy(H, occ, log_psi_fn, mode=mode, threshold=threshold, connected_log_psi_fn=branches,
-                          log_psi_x=log_psi, lookup=sampled_elsewhere)
+                          log_psi_x=log_psi, lookup=sampled_elsewhere, draws=draws, generator=generator)
     if shared is not None:  # the kernel's calls were lookups in the shared table; this rank evaluated its slice
         result.n_evaluated, result.amplitude_seconds = shared[1], shared[2]
     result.e_loc = result.e_loc.to(torch.complex128)

@@ -66,9 +66,13 @@ class LocalEnergyConfig:
 
     Attributes:
         mode: ``"exact"`` (every connected configuration), ``"truncated"`` (the sampled ones,
-            and the others with ``|H_{x x'}| >= threshold``) or ``"sampled"`` (only the sampled
-            ones). The fine mode: every step after the coarse phase, and the final evaluation.
-        threshold: the truncated mode's cut on ``|H_{x x'}|`` in Hartree.
+            and the others with ``|H_{x x'}| >= threshold``), ``"sampled"`` (only the sampled
+            ones) or ``"semistochastic"`` (the truncated mode's, plus ``draws`` of the others per
+            sample drawn by ``|H_{x x'}|``, weighted so the estimate is unbiased). The fine mode:
+            every step after the coarse phase, and the final evaluation.
+        threshold: the truncated mode's cut on ``|H_{x x'}|`` in Hartree (the semistochastic
+            mode's deterministic part).
+        draws: the semistochastic mode's draws per sample (``n'``).
         coarse_steps: the first this many steps use ``coarse_mode`` at ``coarse_threshold``
             instead (0 = the fine mode throughout): cheap local energies for a network far from
             converged, whose bias the fine steps then remove. With ``"sampled"`` no amplitude
@@ -84,14 +88,17 @@ class LocalEnergyConfig:
 
     mode: str = "truncated"
     threshold: float = 3e-3
+    draws: int = 100
     coarse_steps: int = 0
     coarse_mode: str = "sampled"
     coarse_threshold: float = 3e-2
     amplitudes: str = "full"
 
     def __post_init__(self) -> None:
-        if self.mode not in ("exact", "truncated", "sampled"):
-            raise ValueError(f"mode must be 'exact', 'truncated' or 'sampled', got {self.mode!r}")
+        if self.mode not in ("exact", "truncated", "sampled", "semistochastic"):
+            raise ValueError(f"mode must be 'exact', 'truncated', 'sampled' or 'semistochastic', got {self.mode!r}")
+        if self.draws < 1:
+            raise ValueError(f"draws must be >= 1, got {self.draws}")
         if self.coarse_mode not in ("truncated", "sampled"):
             raise ValueError(f"coarse_mode must be 'truncated' or 'sampled', got {self.coarse_mode!r}")
         if self.coarse_steps < 0 or not self.coarse_threshold >= 0:

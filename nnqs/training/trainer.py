@@ -108,6 +108,8 @@ class Trainer:
         if optim.method == "minsr":
             self.optimizers["minsr"] = torch.optim.SGD(model.parameters(), lr=optim.lr)  # theta -= lr * d
         self.generator = torch.Generator(device=model.device).manual_seed(seed)
+        # the semistochastic local energies' draws: a stream of their own, so the samples do not move
+        self.draw_generator = torch.Generator(device=H.device).manual_seed(seed + 2**31)
         self.window = UniqueWindow(*sampler.unique_window, factor=sampler.factor) if sampler.unique_window else None
         self.n_samples = sampler.n_samples
         self.step = 0
@@ -157,8 +159,10 @@ class Trainer:
         all of them)."""
         log_psi = self.model.log_psi(batch.tokens)
         start = time.perf_counter()
+        cfg = self.local_energy_cfg
         result = evaluate_local_energies(self.model, self.H, batch.tokens, log_psi, mode, threshold=threshold,
-                                         amplitudes=self.local_energy_cfg.amplitudes, comm=self.comm)
+                                         amplitudes=cfg.amplitudes, draws=cfg.draws, generator=self.draw_generator,
+                                         comm=self.comm)
         seconds = time.perf_counter() - start
         weights = sample_weights(batch, self.sampler_cfg.weights, self.comm).to(result.e_loc.device)
         estimate = estimate_energy(result.e_loc, weights, batch.n_samples, self.comm)
@@ -222,6 +226,7 @@ class Trainer:
             "model": self.model.state_dict(),
             "optimizers": optimizer_states(self.optimizers),
             "generator": self.generator.get_state(),
+            "draw_generator": self.draw_generator.get_state(),
             "n_samples": self.n_samples,
             "step": self.step,
             "lr_scale": self.guard.lr_scale,
@@ -231,6 +236,8 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         load_optimizer_states(self.optimizers, state["optimizers"])
         self.generator.set_state(state["generator"].cpu())  # RNG states are CPU byte tensors
+        if "draw_generator" in state:  # absent in checkpoints older than the semistochastic mode
+            self.draw_generator.set_state(state["draw_generator"].cpu())
         self.n_samples = int(state["n_samples"])
         self.step = int(state["step"])
         self.guard.lr_scale = float(state["lr_scale"])

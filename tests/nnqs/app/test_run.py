@@ -92,8 +92,13 @@ def test_a_coarse_phase_evaluates_no_outside_amplitude_and_is_drawn(tmp_path):
     assert (tmp_path / "out" / "convergence.png").stat().st_size > 0
 
 
-@pytest.mark.parametrize("settings, stop", [(TINY, 3), (TWO_PHASE, 1), (TWO_PHASE, 3), (COARSE, 2)],
-                         ids=["adamw", "inside-the-adamw-phase", "inside-the-minsr-phase", "inside-the-coarse-phase"])
+# Semistochastic local energies: the draws have a random stream of their own, kept in checkpoints.
+SEMI = {**COARSE, "local_energy": {"mode": "semistochastic", "threshold": 0.05, "draws": 3}}
+
+
+@pytest.mark.parametrize("settings, stop", [(TINY, 3), (TWO_PHASE, 1), (TWO_PHASE, 3), (COARSE, 2), (SEMI, 4)],
+                         ids=["adamw", "inside-the-adamw-phase", "inside-the-minsr-phase", "inside-the-coarse-phase",
+                              "semistochastic"])
 def test_resume_equals_uninterrupted_run(tmp_path, settings, stop):
     config = config_from_dict(settings)
     full = run(config, tmp_path / "full", progress=False)

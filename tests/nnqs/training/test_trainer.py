@@ -99,6 +99,25 @@ def test_h2_vmc_reaches_1_mha(h2):
     assert math.isfinite(energy)
 
 
+def test_semistochastic_steps_draw_from_their_own_stream():
+    """The samples do not move when the local energies draw (the sampler's stream is untouched),
+    the draws bound the amplitudes, and the same seed gives the same steps."""
+    H = random_hamiltonian(5, 2, 2, seed=3)
+
+    def steps(mode):
+        model = make_model(5, 2, 2, seed=1)
+        le = LocalEnergyConfig(mode=mode, threshold=0.05, draws=2)
+        trainer = Trainer(model, H, OptimConfig(steps=3, method="adamw", lr=1e-3, warmup=0),
+                          SamplerConfig(n_samples=30, unique_window=()), le, seed=0)
+        return [trainer.train_step() for _ in range(3)]
+
+    semi, again, truncated = steps("semistochastic"), steps("semistochastic"), steps("truncated")
+    assert [r.energy for r in semi] == [r.energy for r in again]
+    assert [r.n_unique for r in semi] == [r.n_unique for r in truncated]
+    assert semi[0].n_unique == truncated[0].n_unique and semi[0].energy != truncated[0].energy
+    assert all(s.n_amplitudes <= t.n_amplitudes + 2 * s.n_unique for s, t in zip(semi, truncated))
+
+
 def test_coarse_steps_use_sampled_local_energies_then_the_fine_mode():
     """The first ``coarse_steps`` steps evaluate no amplitude outside the samples; their energy is
     the sampled-mode estimate and the later steps' the exact-mode one, on the same samples."""
