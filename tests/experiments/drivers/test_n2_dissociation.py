@@ -13,6 +13,7 @@ def reference_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("NNQS_REFERENCE_CACHE", str(tmp_path / "refs.json"))
 
 
+@pytest.mark.slow  # 80 s: the driver stays covered by test_defaults_replace_the_configs_settings
 def test_two_point_curve_with_warm_start(tmp_path):
     h2 = Path(__file__).resolve().parents[3] / "experiments" / "configs" / "h2.toml"
     rows = n2_dissociation.main(["--config", str(h2), "--out", str(tmp_path), "--points", "2", "--start", "1.0",
@@ -49,6 +50,7 @@ def test_a_bad_override_is_a_one_line_error(tmp_path, capsys):
     assert not (tmp_path / "dissociation.json").exists()
 
 
+@pytest.mark.slow  # 130 s: two chains and their merge
 def test_halves_run_apart_merge_into_one_curve(tmp_path):
     h2 = Path(__file__).resolve().parents[3] / "experiments" / "configs" / "h2.toml"
     for name, r in (("a", "1.0"), ("b", "1.2")):
