@@ -6,25 +6,12 @@ import warnings
 import pytest
 import torch
 
-from hamiltonians.exact import hamiltonian_matrix
 from nnqs.training.estimators import local_energies
 from nnqs.training.sr import (log_psi_jacobian, log_psi_jacobian_reference, minsr_direction,
                               minsr_direction_reference)
-from nnqs.wavefunction.tokens import occupations_to_tokens, random_valid_tokens
+from nnqs.wavefunction.tokens import random_valid_tokens
 from tests.models import make_model
-from tests.systems import random_hamiltonian
-
-
-@pytest.fixture(scope="module")
-def small_system():
-    H = random_hamiltonian(4, 2, 1)
-    matrix, dets = hamiltonian_matrix(H)
-    return H, torch.tensor(matrix.toarray()), occupations_to_tokens(dets.long())
-
-
-def rayleigh_quotient(model, dense, tokens):
-    psi = torch.exp(model.log_psi(tokens))
-    return (psi.conj() @ (dense.to(psi.dtype) @ psi)).real / (psi.conj() @ psi).real
+from tests.nnqs.training.conftest import rayleigh_quotient
 
 
 def test_minsr_gradient_and_direction(small_system):

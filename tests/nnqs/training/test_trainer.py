@@ -7,26 +7,13 @@ import pytest
 import torch
 
 from hamiltonians import from_pyscf
-from hamiltonians.exact import hamiltonian_matrix
 from nnqs.training.estimators import estimate_energy, local_energies, vmc_loss
 from nnqs.training.fit import fit_hf
 from nnqs.training.settings import LocalEnergyConfig, OptimConfig, SamplerConfig
 from nnqs.training.trainer import Trainer
-from nnqs.wavefunction.tokens import occupations_to_tokens
 from tests.models import make_model
+from tests.nnqs.training.conftest import rayleigh_quotient
 from tests.systems import random_hamiltonian
-
-
-@pytest.fixture(scope="module")
-def small_system():
-    H = random_hamiltonian(4, 2, 1)
-    matrix, dets = hamiltonian_matrix(H)
-    return H, torch.tensor(matrix.toarray()), occupations_to_tokens(dets.long())
-
-
-def rayleigh_quotient(model, dense, tokens):
-    psi = torch.exp(model.log_psi(tokens))
-    return (psi.conj() @ (dense.to(psi.dtype) @ psi)).real / (psi.conj() @ psi).real
 
 
 def test_vmc_gradient_equals_autograd_of_exact_energy(small_system):
