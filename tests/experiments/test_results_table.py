@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from experiments import results_table
 
 
@@ -128,5 +130,12 @@ def test_the_config_of_a_historical_result_whose_file_was_removed_is_named_and_m
 
 def test_the_repositorys_tables_are_generated_not_hand_edited():
     """README.md's results block and RESULTS.md are what the generator writes from the results
-    committed today (rerun `python -m experiments.results_table` after adding one)."""
+    committed today (rerun `python -m experiments.results_table` after adding one). The commit
+    column of older results comes from git history, so a shallow clone cannot check it."""
+    import subprocess
+
+    shallow = subprocess.run(["git", "-C", str(results_table.REPO), "rev-parse", "--is-shallow-repository"],
+                             capture_output=True, text=True)
+    if shallow.returncode != 0 or shallow.stdout.strip() != "false":
+        pytest.skip("not a full git clone: the commits of older results are unknown")
     assert results_table.main(["--check"]) == 0
