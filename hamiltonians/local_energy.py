@@ -74,6 +74,9 @@ class LocalEnergyResult:
         amplitude_seconds: time spent in ``log_psi_fn`` / ``connected_log_psi_fn`` (the rest of
             the call is the kernel, the lookups and the sums).
         n_drawn: the semistochastic mode's draws (``draws`` per row with a non-empty pool).
+        e_loc_sampled: complex ``[B]``, the part of ``e_loc`` from the diagonal and the ``x'``
+            in the batch (and ``lookup``) alone, whatever the mode: the local energy of the
+            state projected on those configurations (the sampled mode's, computed in passing).
     """
 
     e_loc: torch.Tensor
@@ -84,6 +87,7 @@ class LocalEnergyResult:
     n_kept: int = 0
     amplitude_seconds: float = 0.0
     n_drawn: int = 0
+    e_loc_sampled: torch.Tensor | None = None
 
     @property
     def kept_fraction(self) -> float:
@@ -183,6 +187,7 @@ def local_energy(
     log_psi_x = log_psi_x.to(cdtype)
 
     e_loc = H.diagonal(occ_u8).to(cdtype)
+    e_sampled = e_loc if mode == "sampled" else e_loc.clone()
     table, log_psi_table = occ_u8, log_psi_x  # x' found here reuse these amplitudes
     if lookup is not None and len(lookup):
         more = as_occupation(lookup.occ, H.n_spin_orbitals).to(occ_u8.device)
@@ -226,6 +231,9 @@ def local_energy(
         inside = pos >= 0
         counts["unique"] += int(torch.unique(pos[inside]).numel())
         add(vals[inside], rows[inside], log_psi_table[pos[inside]])
+        if mode != "sampled":   # in sampled mode the two are one tensor
+            e_sampled.index_add_(0, rows[inside], vals[inside].to(cdtype)
+                                 * torch.exp(log_psi_table[pos[inside]] - log_psi_x[rows[inside]]))
         if mode != "sampled" and not bool(inside.all()):
             out = ~inside
             if mode == "semistochastic":
@@ -250,7 +258,8 @@ def local_energy(
         "local_energy mode=%s B=%d connected=%d unique=%d evaluated=%d",
         mode, b, n_conn, n_uniq, n_eval,
     )
-    return LocalEnergyResult(e_loc, mode, n_conn, n_uniq, n_eval, n_kept, timing["amplitudes"], counts["drawn"])
+    return LocalEnergyResult(e_loc, mode, n_conn, n_uniq, n_eval, n_kept, timing["amplitudes"], counts["drawn"],
+                             e_sampled)
 
 
 def draw_by_magnitude(values: torch.Tensor, rows: torch.Tensor, draws: int,

@@ -55,6 +55,16 @@ def estimate_energy(e_loc: torch.Tensor, weights: torch.Tensor, n_samples: int,
     return EnergyEstimate(float(energy.real), variance, math.sqrt(variance / n_samples))
 
 
+def sample_space_energy(e_loc_sampled: torch.Tensor, batch: SampleBatch, comm: Communicator = LOCAL) -> float:
+    """``<P_S psi|H|P_S psi> / <P_S psi|P_S psi>``: the energy of the state projected on the unique
+    samples ``S`` of every rank, from the local energies over ``x'`` in ``S`` alone
+    (:attr:`hamiltonians.LocalEnergyResult.e_loc_sampled`) with ``|psi|^2`` weights renormalised
+    on ``S``. It is the energy of a state, so a variational upper bound on the ground-state
+    energy, and it falls toward the network's own energy as ``S`` grows."""
+    weights = sample_weights(batch, "psi2", comm).to(e_loc_sampled.device)
+    return float(comm.all_reduce((weights * e_loc_sampled).sum()).real)
+
+
 def vmc_loss(log_psi: torch.Tensor, e_loc: torch.Tensor, weights: torch.Tensor, energy: complex) -> torch.Tensor:
     """Surrogate loss with ``grad = 2 Re sum_u w_u (E_loc - E)^* grad log psi``.
 
@@ -128,6 +138,7 @@ def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor
     if shared is not None:  # the kernel's calls were lookups in the shared table; this rank evaluated its slice
         result.n_evaluated, result.amplitude_seconds = shared[1], shared[2]
     result.e_loc = result.e_loc.to(torch.complex128)
+    result.e_loc_sampled = result.e_loc_sampled.to(torch.complex128)
     return result
 
 

@@ -23,7 +23,8 @@ import torch
 
 from hamiltonians import LocalEnergyResult, MolecularHamiltonian
 from nnqs.parallel.comm import LOCAL, Communicator
-from nnqs.training.estimators import EnergyEstimate, estimate_energy, evaluate_local_energies, sample_weights, vmc_loss
+from nnqs.training.estimators import (EnergyEstimate, estimate_energy, evaluate_local_energies, sample_space_energy,
+                                     sample_weights, vmc_loss)
 from nnqs.training.schedule import learning_rate, method_at
 from nnqs.training.settings import LocalEnergyConfig, OptimConfig, SamplerConfig
 from nnqs.training.sr import log_psi_jacobian, minsr_direction
@@ -44,7 +45,9 @@ class StepRecord:
     gradient or minSR solve, the optimiser) split it. ``kept_fraction``: the share of connected
     elements that entered the local energies (1 in exact mode); ``n_amplitudes``: connected
     configurations outside the samples whose amplitudes were computed, which took
-    ``amplitude_seconds`` of ``local_energy_seconds``.
+    ``amplitude_seconds`` of ``local_energy_seconds``. ``sample_space_energy``: the energy of
+    the state projected on the step's unique samples, a variational bound
+    (:func:`nnqs.training.estimators.sample_space_energy`).
     """
 
     step: int
@@ -64,6 +67,7 @@ class StepRecord:
     local_energy_seconds: float = math.nan
     amplitude_seconds: float = math.nan
     update_seconds: float = math.nan
+    sample_space_energy: float = math.nan
 
 
 @dataclass
@@ -208,7 +212,8 @@ class Trainer:
                             kept_fraction=n_kept / n_connected if n_connected else 1.0, sample_seconds=sampled - start,
                             local_energy_seconds=evaluation.local_energy_seconds,
                             n_amplitudes=n_amplitudes, amplitude_seconds=le.amplitude_seconds,
-                            update_seconds=end - sampled - evaluation.local_energy_seconds)
+                            update_seconds=end - sampled - evaluation.local_energy_seconds,
+                            sample_space_energy=sample_space_energy(le.e_loc_sampled, batch, self.comm))
         if self.window is not None:
             self.n_samples = self.window.update(self.n_samples, n_unique)  # the global unique count
         self.step += 1

@@ -31,6 +31,8 @@ def test_run_writes_all_outputs(tmp_path):
     assert saved["energy"] >= saved["references"]["fci"] - 5 * saved["energy_stderr"] - 1e-9
     rows = list(csv.DictReader((out / "metrics.csv").open()))
     assert [int(r["step"]) for r in rows] == list(range(6))
+    # the energy of the state projected on each step's samples: a bound
+    assert all(float(r["sample_space_energy"]) >= saved["references"]["fci"] - 1e-9 for r in rows)
     assert result["energy"] == saved["energy"]
     state = load_checkpoint(out / "checkpoint.pt")  # weights_only=True
     assert state["trainer"]["step"] == 6

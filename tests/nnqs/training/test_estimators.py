@@ -38,3 +38,33 @@ def test_evaluate_in_slices_equals_one_pass_per_configuration():
     assert evaluated == tokens.shape[0] > 1024 and seconds > 0   # more than one chunk
     torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
     torch.testing.assert_close(occupation_log_psi(model)(occ[:5]), want[:5], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode,threshold", [("exact", 0.0), ("truncated", 0.05), ("sampled", 0.0)])
+def test_the_sample_space_energy_is_the_dense_projection(mode, threshold):
+    """``<P_S psi|H|P_S psi> / <P_S psi|P_S psi>`` over the sampled set S, from any mode's local
+    energies, equals the dense matrix restricted to S (float64, 1e-10); it lies above the
+    ground state, as a bound must."""
+    from hamiltonians.exact import ground_state_energy, hamiltonian_matrix
+    from hamiltonians.determinants import pack_occupations
+    from nnqs.training.estimators import sample_space_energy
+    from samplers import bas
+
+    H = random_hamiltonian(6, 3, 2, seed=5)           # 300 determinants
+    model = make_model(6, 3, 2, seed=3, phase_hidden=(16,))
+    batch = bas.sample(model, 300, generator=torch.Generator().manual_seed(6))
+    assert 20 < batch.n_unique < 300                   # a proper subset
+    with torch.no_grad():
+        log_psi = model.log_psi(batch.tokens)
+        result = evaluate_local_energies(model, H, batch.tokens, log_psi, mode, threshold=threshold)
+    got = sample_space_energy(result.e_loc_sampled, batch)
+    matrix, dets = hamiltonian_matrix(H)
+    where = {k: i for i, k in enumerate(pack_occupations(dets)[:, 0].tolist())}
+    rows = [where[k] for k in pack_occupations(tokens_to_occupations(batch.tokens))[:, 0].tolist()]
+    dense = torch.tensor(matrix.toarray())[rows][:, rows].to(torch.complex128)
+    psi = torch.exp(log_psi.to(torch.complex128))
+    want = float(((psi.conj() @ dense @ psi) / (psi.conj() @ psi)).real)
+    assert got == pytest.approx(want, abs=1e-10, rel=0)
+    assert got > ground_state_energy(H)
+    if mode == "sampled":
+        assert torch.equal(result.e_loc_sampled, result.e_loc)
