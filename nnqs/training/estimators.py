@@ -60,7 +60,8 @@ def sample_space_energy(e_loc_sampled: torch.Tensor, batch: SampleBatch, comm: C
     samples ``S`` of every rank, from the local energies over ``x'`` in ``S`` alone
     (:attr:`hamiltonians.LocalEnergyResult.e_loc_sampled`) with ``|psi|^2`` weights renormalised
     on ``S``. It is the energy of a state, so a variational upper bound on the ground-state
-    energy, and it falls toward the network's own energy as ``S`` grows."""
+    energy; it is the network's own energy once ``S`` holds the network's whole support (before
+    that it can lie above or below it: ``P_S psi`` is another state)."""
     weights = sample_weights(batch, "psi2", comm).to(e_loc_sampled.device)
     return float(comm.all_reduce((weights * e_loc_sampled).sum()).real)
 

@@ -1,0 +1,30 @@
+"""experiments/studies/sample_space_bound.py: a bound at every size, the network's own energy once
+the samples cover the space."""
+
+import json
+
+import pytest
+
+from experiments.studies import sample_space_bound
+
+pytestmark = pytest.mark.study
+
+
+def test_the_bound_reaches_the_networks_energy_on_the_whole_space(tmp_path):
+    pytest.importorskip("pyscf")
+    from experiments.common import fitted_samples
+    from nnqs.training.estimators import exact_variational_energy
+
+    out = tmp_path / "bound.json"
+    payload = sample_space_bound.main(["--system", "lih_sto3g", "--draws", "1e2,1e12", "--start-steps", "5",
+                                       "--out", str(out)])
+    assert json.loads(out.read_text())["results"] == payload["results"] and out.with_suffix(".png").exists()
+    few, whole = payload["results"]
+    system, model, _, _, _, _ = fitted_samples("lih_sto3g", "given", n_samples=1000, start_steps=5, seed=0)
+    exact = exact_variational_energy(model, system.hamiltonian)
+    assert whole["n_unique"] == system.hamiltonian.n_determinants > few["n_unique"]
+    assert whole["energy"] == pytest.approx(exact, abs=1e-5)        # float32 network
+    from hamiltonians.exact import ground_state_energy
+
+    assert min(few["energy"], whole["energy"]) > ground_state_energy(system.hamiltonian)   # bounds, both
+    # (not above the network's own energy: P_S psi is another state, here a better one than psi)
