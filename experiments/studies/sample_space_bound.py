@@ -94,6 +94,7 @@ def main(argv=None) -> dict:
     for r in rows:
         print(f"{r['n_samples']:8.0e} {r['n_unique']:8d} {r['energy']:14.8f} {1e3 * (r['energy'] - references['cisd']):17.3f} "
               f"{r['seconds']:8.2f}")
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     plot(os.path.splitext(args.out)[0] + ".png", rows, references, f"{args.system}: energy of psi projected on S")
     return save_results(args.out, rows, args=args, references=references,
                         note="a network fitted to CISD; at full support the bound is the network's energy")
