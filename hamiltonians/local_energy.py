@@ -202,7 +202,9 @@ def local_energy(
 
     def add(vals, rows, lp):
         counts["kept"] += rows.numel()
-        e_loc.index_add_(0, rows, vals.to(cdtype) * torch.exp(lp - log_psi_x[rows]))
+        terms = vals.to(cdtype) * torch.exp(lp - log_psi_x[rows])
+        e_loc.index_add_(0, rows, terms)
+        return terms
 
     def evaluate_outside():
         keys = torch.cat([o[0] for o in outside])
@@ -230,10 +232,9 @@ def local_energy(
         counts["connected"] += nonzero
         inside = pos >= 0
         counts["unique"] += int(torch.unique(pos[inside]).numel())
-        add(vals[inside], rows[inside], log_psi_table[pos[inside]])
+        terms = add(vals[inside], rows[inside], log_psi_table[pos[inside]])
         if mode != "sampled":   # in sampled mode the two are one tensor
-            e_sampled.index_add_(0, rows[inside], vals[inside].to(cdtype)
-                                 * torch.exp(log_psi_table[pos[inside]] - log_psi_x[rows[inside]]))
+            e_sampled.index_add_(0, rows[inside], terms)
         if mode != "sampled" and not bool(inside.all()):
             out = ~inside
             if mode == "semistochastic":
