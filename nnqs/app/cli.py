@@ -1,4 +1,4 @@
-"""Command-line interface: ``nnqs run``, ``nnqs analyse`` and ``nnqs check-consistency``.
+"""Command-line interface: ``nnqs run``, ``nnqs reference``, ``nnqs analyse`` and ``nnqs check-consistency``.
 
 Exit codes: 0 success, 1 a check failed (or, under torchrun, another rank was lost), 2 bad input.
 
@@ -63,6 +63,13 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--stop-after", type=int, default=None, help="stop with a checkpoint after this many steps")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
+    reference = sub.add_parser(
+        "reference",
+        help="reference energies (HF, CCSD(T), FCI or DMRG) of a run folder, a CONFIG.toml or an FCIDUMP file, "
+             "slow ones included; cached, and merged into a finished run's result.json")
+    reference.add_argument("target", help="a run folder (of nnqs run), a CONFIG.toml or an FCIDUMP file")
+    reference.add_argument("--threads", type=int, default=0, help="CPU threads (default: PyTorch's)")
+
     analyse = sub.add_parser("analyse", help="split a trained run's error into amplitude and sign parts (small systems)")
     analyse.add_argument("run_dir", help="an output folder of nnqs run (reads checkpoint.pt, writes analysis.json)")
     return parser
@@ -98,6 +105,50 @@ def _analyse(args: argparse.Namespace) -> int:
     write_json(Path(args.run_dir) / "analysis.json", analysis.to_dict())
     print(f"{config.molecule.name} after step {state['trainer']['step']}:")
     print(format_analysis(analysis))
+    return EXIT_OK
+
+
+def _reference(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import torch
+
+    from hamiltonians import FCIDUMPError
+    from nnqs.app.references import KEYS
+    from nnqs.app.run import reference_run
+    from nnqs.app.runconfig import ConfigError, config_from_dict, load_config
+    from nnqs.app.system import build_system, complete_references
+
+    target = Path(args.target)
+    if args.threads:
+        torch.set_num_threads(args.threads)  # PySCF's OpenMP follows it
+    try:
+        if target.is_dir():
+            refs, merged = reference_run(target)
+        elif not target.is_file():
+            raise ConfigError(f"{target}: no such run folder, config or FCIDUMP file")
+        else:
+            if target.suffix == ".toml":
+                molecule = load_config(target).molecule
+            else:
+                molecule = config_from_dict({"molecule": {"name": target.stem, "fcidump": str(target)}}).molecule
+            refs, merged = complete_references(molecule, build_system(molecule)).references, False
+    except (ConfigError, FCIDUMPError) as error:
+        return _bad_input(error)
+    except ModuleNotFoundError as error:
+        if error.name in ("pyscf", "openfermion"):
+            return _bad_input(f"this needs {error.name}: pip install 'nnqs[chem]'")
+        raise
+    except OSError as error:
+        return _bad_input(_os_message(error))
+    print(f"{target}: reference energies (Ha)")
+    for key in KEYS:
+        if refs.get(key) is not None:
+            print(f"  {key:8s} {refs[key]:.10f}")
+        elif key in refs.get("notes", {}):
+            print(f"  {key:8s} none: {refs['notes'][key]}")
+    if merged:
+        print(f"  merged into {target / 'result.json'}")
     return EXIT_OK
 
 
@@ -245,7 +296,7 @@ def _summary(result: dict, out: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = _build_parser().parse_args(argv)
-    commands = {"check-consistency": _check_consistency, "run": _run, "analyse": _analyse}
+    commands = {"check-consistency": _check_consistency, "run": _run, "analyse": _analyse, "reference": _reference}
     try:
         code = commands[args.command](args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit

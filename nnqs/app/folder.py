@@ -29,6 +29,10 @@ RUN_OUTPUTS = ("checkpoint.pt", "metrics.csv", "result.json", "convergence.png",
 LOCK, OWNER = ".nnqs.lock", ".nnqs.owner"
 
 
+class FolderInUse(ConfigError):
+    """The run folder is held by another process."""
+
+
 def previous_outputs(out: Path) -> list[str]:
     return [name for name in RUN_OUTPUTS if (out / name).exists()]
 
@@ -52,7 +56,7 @@ def claim_run_folder(out: str | Path, *, resume: bool, overwrite: bool):
         lock.acquire()
     except Timeout:
         holder = (out / OWNER).read_text().strip() if (out / OWNER).exists() else "another process"
-        raise ConfigError(f"{out} is in use by another nnqs run ({holder}); wait for it or choose another --out") from None
+        raise FolderInUse(f"{out} is in use by another nnqs run ({holder}); wait for it or choose another --out") from None
     failed = False
     try:
         (out / OWNER).write_text(f"pid {os.getpid()} on {socket.gethostname()}\n")

@@ -33,6 +33,16 @@ class MetricsLog:
             csv.DictWriter(f, METRIC_FIELDS).writerow(row)
         return row
 
+    @classmethod
+    def read(cls, path: str | Path) -> "MetricsLog":
+        """The rows of a finished run's ``metrics.csv`` (none if it is missing), read only."""
+        log = cls.__new__(cls)
+        log.path, log.fci, log.rows = Path(path), None, []
+        if log.path.exists():
+            with log.path.open() as f:
+                log.rows = list(csv.DictReader(f))
+        return log
+
     def _rewrite(self) -> None:
         def write(tmp: str) -> None:
             with open(tmp, "w", newline="") as f:

@@ -21,12 +21,13 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from nnqs.app.folder import claim_run_folder
+from nnqs.app.folder import FolderInUse, claim_run_folder
 from nnqs.app.io import load_checkpoint, save_checkpoint, write_json
 from nnqs.app.provenance import provenance
 from nnqs.app.report import MetricsLog, plot_convergence
 from nnqs.app.runconfig import ConfigError, RunConfig, check_device, config_from_dict
-from nnqs.app.system import System, build_model, run_system
+from nnqs.app.references import reference_fields
+from nnqs.app.system import System, build_model, complete_references, run_system
 from nnqs.parallel.comm import LOCAL, Communicator
 from nnqs.training.convergence import variance_extrapolation
 from nnqs.training.driver import StopOnPlateau, run_steps
@@ -101,7 +102,7 @@ def _check_resumable(config: RunConfig, state: dict, path: Path, extend: bool) -
         saved_molecule = config_from_dict({"molecule": saved["molecule"]}).to_dict()["molecule"]
     except (KeyError, TypeError, ConfigError):
         raise ConfigError(f"--resume: {path} holds no usable [molecule]; nothing changed") from None
-    if saved_molecule != config.to_dict()["molecule"]:
+    if _molecule_only(saved_molecule) != _molecule_only(config.to_dict()["molecule"]):
         raise ConfigError(f"--resume: {path} is a run of another [molecule] than this config's; nothing changed")
     if saved.get("optim", {}).get("anchors") or state["trainer"].get("anchors") is not None:
         raise ConfigError(f"--resume: {path} is a run with anchors, which were removed; it cannot continue "
@@ -112,6 +113,11 @@ def _check_resumable(config: RunConfig, state: dict, path: Path, extend: bool) -
                           "to change it (the learning-rate schedule is recomputed over the new total)")
     if new < state["trainer"]["step"]:
         raise ConfigError(f"--resume: the checkpoint is already at step {state['trainer']['step']} > steps = {new}")
+
+
+def _molecule_only(molecule: dict) -> dict:
+    """A ``[molecule]`` table without the keys that say which references to compute."""
+    return {k: v for k, v in molecule.items() if k not in ("dmrg", "slow_references")}
 
 
 def _read_checkpoint(config: RunConfig, ckpt_path: Path, extend: bool) -> dict:
@@ -235,7 +241,6 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     state = comm.run_on_main(lambda: _read_checkpoint(config, ckpt_path, extend)) if resume else None
     system = comm.run_on_main(lambda: run_system(config.molecule, out, resume=resume))
     H = system.hamiltonian.to(device=config.run.device)
-    refs = {k: system.references.get(k) for k in ("hf", "ccsd", "ccsd_t", "fci", "dmrg")}
     model = build_model(config.model, system).to(config.run.device)
     trainer = Trainer(model, H, config.optim, config.sampler, config.local_energy, seed=config.run.seed, comm=comm)
     clock = _Clock(state)
@@ -256,7 +261,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
 
     def open_outputs() -> MetricsLog:
         _write_provenance(out / "provenance.json", config, trainer.step, resume)
-        return MetricsLog(out / "metrics.csv", refs["fci"], resume_step=trainer.step if resume else None)
+        return MetricsLog(out / "metrics.csv", system.references.get("fci"), resume_step=trainer.step if resume else None)
 
     metrics = _on_main(comm, open_outputs)   # an error opening them stops every rank
     target = config.optim.steps if stop_after is None else min(stop_after, config.optim.steps)
@@ -277,37 +282,103 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
 
     wall = clock.wall()  # the training's; the evaluation has its own seconds
     evaluation = final_evaluation(trainer, system.hf_tokens)
-    result = _result(config, system, trainer, refs, evaluation.to_dict(), start_summary, start_p_hf, comm)
+    result = _result(config, system, trainer, evaluation.to_dict(), start_summary, start_p_hf, comm)
     result.update({**clock.times(), "stopped_early": converged, "wall_seconds": wall})
     if comm.is_main:
         result["variance_extrapolation"] = variance_extrapolation(metrics.column("energy"), metrics.column("variance"))
-        write_json(out / "result.json", result)
-        steps, energies = metrics.energies()
-        plot_convergence(out / "convergence.png", steps, energies, refs, f"{config.molecule.name}: NNQS VMC",
-                         coarse_steps=min(config.local_energy.coarse_steps, trainer.step),
-                         final=(trainer.step, result["energy"], f"final ({result['local_energy']})"),
-                         dmrg=result["dmrg"])
+        _write_result(out, config, result, metrics, trainer.step)
+        result = _finish_references(out, config, system, result, metrics, trainer.step)
     return result
 
 
-def _result(config: RunConfig, system: System, trainer: Trainer, refs: dict, evaluation: dict,
+def _write_result(out: Path, config: RunConfig, result: dict, metrics: MetricsLog, step: int) -> None:
+    """``result.json`` and ``convergence.png``."""
+    write_json(out / "result.json", result)
+    steps, energies = metrics.energies()
+    plot_convergence(out / "convergence.png", steps, energies, result["references"],
+                     f"{config.molecule.name}: NNQS VMC", coarse_steps=min(config.local_energy.coarse_steps, step),
+                     final=(step, result["energy"], f"final ({result['local_energy']})"), dmrg=result["dmrg"])
+
+
+def _finish_references(out: Path, config: RunConfig, system: System, result: dict, metrics: MetricsLog,
+                       step: int) -> dict:
+    """After ``result.json`` is written: the slow references (computed now with ``[molecule]
+    slow_references``, else those cached meanwhile, e.g. by ``nnqs reference``) merged into it.
+    An interrupt here keeps the result without them."""
+    compute = config.molecule.slow_references
+    try:
+        completed = complete_references(config.molecule, system, compute=compute)
+    except KeyboardInterrupt:
+        log.warning("interrupted: %s has no slow references; `nnqs reference %s` computes them", out / "result.json",
+                    out)
+        return result
+    added = {k: completed.references.get(k) for k in ("fci", "dmrg")
+             if completed.references.get(k) is not None and system.references.get(k) is None}
+    if not added:
+        return result
+    result = {**result, **reference_fields(completed.references, result["energy"],
+                                           result["energy_exact_variational"])}
+    _write_result(out, config, result, metrics, step)
+    log.info("%s: the slow references merged (%s)", out / "result.json", added)
+    return result
+
+
+def reference_run(out: str | Path, *, compute: bool = True) -> tuple[dict, bool]:
+    """``nnqs reference RUN``: the references of the run in ``out``, the slow ones computed now
+    (into the cache; :mod:`nnqs.app.references`), in a process of their own.
+
+    The folder is not held while they compute, so the run may go on meanwhile (it reports them
+    from the cache when it ends); a finished run's ``result.json`` and plot get them merged at
+    once. Returns ``(references, merged)``.
+
+    Raises:
+        ConfigError: ``out`` holds no run (no ``result.json``, ``provenance.json`` or checkpoint
+            with its config).
+    """
+    out = Path(out)
+    config = _config_of_run(out)
+    system = complete_references(config.molecule, run_system(config.molecule, out, resume=True, save=False),
+                                 compute=compute)
+    try:
+        with claim_run_folder(out, resume=True, overwrite=False):
+            path = out / "result.json"
+            if not path.exists():
+                return system.references, False
+            result = json.loads(path.read_text())
+            result.update(reference_fields(system.references, result.get("energy"),
+                                           result.get("energy_exact_variational")))
+            metrics = MetricsLog.read(out / "metrics.csv")
+            _write_result(out, config, result, metrics, int(result.get("steps", 0)))
+            return system.references, True
+    except FolderInUse:
+        log.warning("%s is in use by its run: the references are cached, and the run reports them when it ends", out)
+        return system.references, False
+
+
+def _config_of_run(out: Path) -> RunConfig:
+    """The effective config of the run in ``out``: ``result.json``'s, else the last session's
+    in ``provenance.json``, else the checkpoint's."""
+    sources = [(out / "result.json", lambda text: json.loads(text)["config"]),
+               (out / "provenance.json", lambda text: json.loads(text)["sessions"][-1]["config"])]
+    for path, read in sources:
+        if path.is_file():
+            with contextlib.suppress(ValueError, KeyError, TypeError, IndexError, ConfigError):
+                return config_from_dict(read(path.read_text()))
+    if (out / "checkpoint.pt").is_file():
+        with contextlib.suppress(KeyError, TypeError, ConfigError):
+            return config_from_dict({"molecule": load_checkpoint(out / "checkpoint.pt")["config"]["molecule"]})
+    raise ConfigError(f"{out}: no nnqs run there (no result.json, provenance.json or checkpoint.pt with its config)")
+
+
+def _result(config: RunConfig, system: System, trainer: Trainer, evaluation: dict,
             start: dict | None, start_p_hf: float, comm: Communicator) -> dict:
     """``result.json``: the final evaluation, its errors against the references, the system,
     the start, where it ran, the provenance of the code and the effective config."""
-    H, energy, exact = trainer.H, evaluation["energy"], evaluation["energy_exact_variational"]
-
-    def error(reference: float | None, value: float | None = energy) -> float | None:
-        return None if reference is None or value is None else 1e3 * (value - reference)
-
+    H = trainer.H
     return {
         "molecule": config.molecule.name,
         **evaluation,
-        "references": refs,
-        "error_vs_fci_mha": error(refs.get("fci")),
-        "exact_error_vs_fci_mha": error(refs.get("fci"), exact),
-        "error_vs_ccsd_t_mha": error(refs.get("ccsd_t")),
-        "error_vs_dmrg_mha": error(refs.get("dmrg")),
-        "dmrg": system.references.get("details", {}).get("dmrg"),
+        **reference_fields(system.references, evaluation["energy"], evaluation["energy_exact_variational"]),
         "steps": trainer.step,
         "n_orbitals": H.n_orbitals,
         "n_alpha": H.n_alpha,

@@ -56,9 +56,13 @@ class MoleculeConfig:
         orbital_order: ``"given"``, ``"reversed"``, ``"frontier_last"`` (orbitals far from the
             Fermi level first, HOMO/LUMO last; see :func:`nnqs.app.system.resolve_order`) or a
             permutation (list of spatial orbital indices): the autoregressive order of the orbitals.
-        dmrg: beyond FCI (more than 1e7 determinants), compute a DMRG reference with block2
-            (minutes to hours; cached); ``false`` computes none but still reports one already in
-            the cache (e.g. from ``experiments/tools/dmrg_reference.py``).
+        dmrg: beyond FCI (more than 1e7 determinants), the reference is DMRG (block2, minutes
+            to hours; cached); ``false`` computes none but still reports one already in the
+            cache (from ``nnqs reference`` or ``experiments/tools/dmrg_reference.py``).
+        slow_references: compute the slow references (FCI over 2e6 determinants, DMRG) after
+            training, once ``result.json`` is written, and merge them into it; ``false`` leaves
+            them to ``nnqs reference RUN``. They never run before the first step
+            (:mod:`nnqs.app.references`); one already cached is reported either way.
     """
 
     name: str = "molecule"
@@ -71,6 +75,7 @@ class MoleculeConfig:
     fcidump: str = ""
     orbital_order: str | tuple[int, ...] = "given"
     dmrg: bool = True
+    slow_references: bool = True
 
     def __post_init__(self) -> None:
         if bool(self.geometry) == bool(self.fcidump):

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import torch
 
-from hamiltonians import MolecularHamiltonian, from_pyscf, read_fcidump, reference_energies, write_fcidump
+from hamiltonians import MolecularHamiltonian, from_pyscf, read_fcidump, write_fcidump
 from hamiltonians.determinants import hf_occupation_in_order
 from hamiltonians.molecular import permute_orbitals
-from hamiltonians.reference_energies import METHODS
+from nnqs.app.references import FCI_MAX_DETERMINANTS, all_references, pending, quick_references
 from nnqs.app.runconfig import ConfigError, MoleculeConfig
 from nnqs.wavefunction.config import ModelConfig
 from nnqs.wavefunction.model import TransformerWavefunction
@@ -44,8 +44,9 @@ class System:
         order: ``order[i]`` is the original spatial orbital placed at position ``i``.
         hf_occupation: uint8 ``[2N]``, the Hartree–Fock determinant in this order (the lowest
             original orbitals occupied, wherever the order puts them).
-        references: ``{"hf", "ccsd", "ccsd_t", "fci"}`` energies (None where unavailable), and
-            ``"dmrg"`` beyond FCI; ``"notes"`` and ``"details"`` as from
+        references: ``{"hf", "ccsd", "ccsd_t", "fci"}`` energies (None where unavailable or
+            not yet computed: the slow ones come after training, :mod:`nnqs.app.references`),
+            and ``"dmrg"`` beyond FCI; ``"notes"`` and ``"details"`` as from
             :func:`hamiltonians.reference_energies`.
     """
 
@@ -64,7 +65,7 @@ class System:
 
 
 def system_in_order(config: MoleculeConfig, H: MolecularHamiltonian, *, references: bool = True,
-                    fci_max_determinants: int = 10**7) -> System:
+                    fci_max_determinants: int = FCI_MAX_DETERMINANTS) -> System:
     """The :class:`System` of integrals ``H`` already in ``config``'s autoregressive order (a
     run's saved integrals): the order is undone, and the system rebuilt as :func:`build_system`
     does from the original integrals (references there, where the lowest orbitals are HF)."""
@@ -96,7 +97,7 @@ def resolve_order(spec, n_orbitals: int, n_occupied: int = 0) -> list[int]:
     return order
 
 
-def build_system(config: MoleculeConfig, *, references: bool = True, fci_max_determinants: int = 10**7) -> System:
+def build_system(config: MoleculeConfig, *, references: bool = True, fci_max_determinants: int = FCI_MAX_DETERMINANTS) -> System:
     """Build the Hamiltonian (PySCF or FCIDUMP), its reference energies and orbital order.
 
     Raises:
@@ -129,26 +130,41 @@ def build_system(config: MoleculeConfig, *, references: bool = True, fci_max_det
 
 def _ordered_system(config: MoleculeConfig, H: MolecularHamiltonian, references: bool,
                     fci_max_determinants: int) -> System:
-    """References of the original integrals ``H``, then ``H`` moved into ``config``'s order."""
+    """References of the original integrals ``H`` (the quick ones, :mod:`nnqs.app.references`),
+    then ``H`` moved into ``config``'s order."""
     refs: dict = {}
     if references:
-        methods, cached = METHODS, ()
-        beyond_fci = H.n_determinants > fci_max_determinants  # then DMRG is the reference
-        if beyond_fci:
-            if config.dmrg:
-                methods = METHODS + ("dmrg",)
-                log.info("%.3g determinants: beyond FCI, the reference is DMRG (block2)", H.n_determinants)
-            else:  # one computed ahead (experiments/tools/dmrg_reference.py) is still reported
-                cached = ("dmrg",)
-        refs = reference_energies(H, methods, fci_max_determinants=fci_max_determinants, cached=cached)
-        if beyond_fci and refs.get("dmrg") is None:
-            log.warning("no DMRG reference: %s", refs.get("notes", {}).get("dmrg", "dmrg = false and none cached"))
+        if H.n_determinants > fci_max_determinants and config.dmrg:
+            log.info("%.3g determinants: beyond FCI, the reference is DMRG (block2)", H.n_determinants)
+        refs = quick_references(H, dmrg=config.dmrg, fci_max_determinants=fci_max_determinants)
     order = resolve_order(config.orbital_order, H.n_orbitals, max(H.n_alpha, H.n_beta))
     if order != list(range(H.n_orbitals)):
         H = permute_orbitals(H, order)
     log.info("system %s: N=%d, (%d, %d) electrons, references %s", config.name, H.n_orbitals, H.n_alpha, H.n_beta,
              {k: v for k, v in refs.items() if k not in ("notes", "details")})
     return System(H, order, refs)
+
+
+def original_hamiltonian(system: System) -> MolecularHamiltonian:
+    """``system``'s integrals in the molecule's own orbital order (the order undone)."""
+    H = system.hamiltonian
+    if system.order == list(range(H.n_orbitals)):
+        return H
+    return permute_orbitals(H, sorted(range(H.n_orbitals), key=system.order.__getitem__))
+
+
+def complete_references(config: MoleculeConfig, system: System, *, compute: bool = True,
+                        fci_max_determinants: int = FCI_MAX_DETERMINANTS) -> System:
+    """``system`` with its slow references too (:func:`nnqs.app.references.all_references`):
+    computed now with ``compute``, else those the cache holds by now."""
+    H = original_hamiltonian(system).to(device="cpu")
+    if compute:
+        for method in pending(system.references, H.n_determinants, dmrg=config.dmrg,
+                              fci_max_determinants=fci_max_determinants):
+            log.warning("computing the %s reference (%.3g determinants); this can take long", method.upper(),
+                        H.n_determinants)
+    refs = all_references(H, dmrg=config.dmrg, fci_max_determinants=fci_max_determinants, compute_slow=compute)
+    return dataclasses.replace(system, references=refs)
 
 
 def run_system(config: MoleculeConfig, out: Path, *, resume: bool, save: bool = True,
