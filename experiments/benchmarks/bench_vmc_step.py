@@ -14,8 +14,9 @@ passes, for the KV-cache speed-up.
 Usage::
 
     python experiments/benchmarks/bench_vmc_step.py [--config FILE] [--unique 10000] [--steps 3]
-                                         [--threshold EPS] [--method adamw|minsr] [--quick]
-                                         [--local-energy truncated|sampled]
+                                         [--threshold EPS] [--method adamw|minsr|sr_top] [--quick]
+                                         [--local-energy truncated|sampled|semistochastic] [--draws D]
+                                         [--start-mode MODE]
 
 Writes JSON (default ``experiments/results/bench_vmc_step_cpu.json``) and prints a table.
 """
@@ -98,29 +99,34 @@ def main(argv=None) -> dict:
     p.add_argument("--unique", type=int, default=10_000)
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--threshold", type=float, default=None, help="truncation eps (default: the config's)")
-    p.add_argument("--method", choices=("adamw", "minsr"), default="adamw",
-                   help="update rule of the timed steps (minSR's solve grows as U^2)")
+    p.add_argument("--method", choices=("adamw", "minsr", "sr_top"), default="adamw",
+                   help="update rule of the timed steps (minSR's solve grows as U^2, sr_top's as U)")
+    p.add_argument("--start-mode", default=None, help="[start] mode (default: the config's)")
     p.add_argument("--floor-eps", default="3e-3,1e-2,3e-2,1e-1",
                    help="truncation values for the floor analysis (comma separated)")
-    p.add_argument("--local-energy", choices=("truncated", "sampled"), default="truncated",
+    p.add_argument("--local-energy", choices=("truncated", "sampled", "semistochastic"), default="truncated",
                    help="mode of the timed steps (sampled: the coarse phase's)")
+    p.add_argument("--draws", type=int, default=None, help="semistochastic draws per sample (default: the config's)")
     p.add_argument("--quick", action="store_true", help="LiH, 200 unique, 1 step (smoke test)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None,
                    help="JSON file (default results/bench_vmc_step_cpu.json, _sampled_cpu.json when sampled)")
     args = p.parse_args(argv)
-    suffix = "" if args.local_energy == "truncated" else "_sampled"
+    suffix = "" if args.local_energy == "truncated" else f"_{args.local_energy}"
     args.out = args.out or os.path.join(HERE, "results", f"bench_vmc_step{suffix}_cpu.json")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(1)
     if args.quick:
         args.config, args.unique, args.steps = os.path.join(HERE, "configs", "lih.toml"), 200, 1
     config = load_config(args.config)
-    lr = config.optim.adamw_lr if args.method == "adamw" and config.optim.method == "minsr" else config.optim.lr
+    if args.start_mode:
+        config = config.replace("start", mode=args.start_mode)
+    lr = config.optim.adamw_lr if args.method != config.optim.method else config.optim.lr
     optim = dataclasses.replace(config.optim, method=args.method, adamw_steps=0, steps=max(args.steps, 1), warmup=0,
                                 lr=lr)
     local_energy = dataclasses.replace(config.local_energy, mode=args.local_energy, coarse_steps=0,
-                                       **({} if args.threshold is None else {"threshold": args.threshold}))
+                                       **({} if args.threshold is None else {"threshold": args.threshold}),
+                                       **({} if args.draws is None else {"draws": args.draws}))
     system = build_system(config.molecule, references=False)
     H = system.hamiltonian
     torch.manual_seed(args.seed)
@@ -164,7 +170,8 @@ def main(argv=None) -> dict:
     result = {
         "config": os.path.relpath(args.config, os.path.dirname(HERE)), "n_orbitals": H.n_orbitals,
         "n_spin_orbitals": 2 * H.n_orbitals, "n_excitations": H.n_excitations, "threshold": local_energy.threshold,
-        "method": args.method, "local_energy": args.local_energy, "cisd_fit_seconds": fit_seconds,
+        "method": args.method, "local_energy": args.local_energy, "start_mode": config.start.mode,
+        "start_seconds": fit_seconds, "cisd_fit_seconds": fit_seconds,
         "n_samples": n_samples, "n_unique": n_unique,
         "floor": floor, "steps": steps,
         "amplitudes_on_one_batch": amplitudes,
@@ -178,7 +185,7 @@ def main(argv=None) -> dict:
         print(f"{r['step']:4d} {r['seconds']:8.2f} {r['sample_seconds']:7.2f} {r['connection_seconds']:8.2f} "
               f"{r['amplitude_seconds']:7.2f} {r['update_seconds']:7.2f} {r['n_unique']:6d} {r['n_amplitudes']:11d} "
               f"{r['kept_fraction']:6.4f}")
-    print(f"CISD fit {fit_seconds:.1f} s")
+    print(f"start ({config.start.mode}) {fit_seconds:.1f} s")
     if amplitudes:
         print(f"amplitudes from the KV cache {result['cache_over_full_amplitude_speedup']:.2f}x faster than full "
               "passes on one batch")

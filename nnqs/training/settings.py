@@ -122,24 +122,34 @@ class LocalEnergyConfig:
         return self.fine
 
 
+#: The update rules (:data:`nnqs.training.trainer.PRECONDITIONERS`).
+METHODS = ("adamw", "minsr", "sr_top")
+
+
 @dataclass(frozen=True)
 class OptimConfig:
-    """The update rules: AdamW, minSR, or an AdamW phase then minSR, and their schedule.
+    """The update rules: AdamW, minSR, SR on the top configurations, or an AdamW phase then
+    one of the other two, and their schedule.
 
     Attributes:
         steps: VMC steps.
-        lr: peak learning rate of ``method`` (with an AdamW phase first: of the minSR phase).
+        lr: peak learning rate of ``method`` (with an AdamW phase first: of the phase after it).
         warmup: linear warm-up steps (of the first phase; minSR after AdamW starts at its peak);
             a phase no longer than ``warmup`` is warm-up throughout.
         final_lr_ratio: the learning rate decays by a cosine to ``lr * final_lr_ratio``.
         betas, eps, weight_decay: AdamW settings.
         clip: gradient-norm clipping (0 = none); with minSR it bounds the update direction.
-        method: ``"adamw"`` or ``"minsr"`` (stochastic reconfiguration in sample space, applied
-            as ``theta -= lr * d``; use a larger ``lr``, e.g. 0.02-0.1).
-        sr_shift: minSR diagonal shift.
-        adamw_steps: with ``method = "minsr"``, run this many AdamW steps first, then minSR for
-            the rest; 0 = minSR throughout. A run of at most ``adamw_steps`` steps is AdamW
-            throughout (see :attr:`adamw_phase`). Ignored with ``method = "adamw"``.
+        method: ``"adamw"``, ``"minsr"`` (stochastic reconfiguration in sample space, cost
+            ``O(U^2 P)``, applied as ``theta -= lr * d``; use a larger ``lr``, e.g. 0.02-0.1) or
+            ``"sr_top"`` (the energy gradient preconditioned by SR's metric over the ``sr_top``
+            most probable samples, cost ``O(U P)``, applied by Adam with the AdamW settings;
+            ``lr`` as AdamW's, e.g. 1e-3).
+        sr_shift: the SR diagonal shift (minSR and sr_top).
+        sr_top: sr_top's number of most probable samples.
+        adamw_steps: with ``method = "minsr"`` or ``"sr_top"``, run this many AdamW steps first,
+            then that method for the rest; 0 = that method throughout. A run of at most
+            ``adamw_steps`` steps is AdamW throughout (see :attr:`adamw_phase`). Ignored with
+            ``method = "adamw"``.
         adamw_lr: the peak learning rate of that AdamW phase. The NaN guard's halving of the
             learning rate carries over from one phase to the next.
     """
@@ -154,6 +164,7 @@ class OptimConfig:
     clip: float = 1.0
     method: str = "minsr"
     sr_shift: float = 1e-4
+    sr_top: int = 32
     adamw_steps: int = 300
     adamw_lr: float = 1e-3
 
@@ -161,15 +172,17 @@ class OptimConfig:
         if self.steps < 1 or self.lr <= 0 or self.warmup < 0:
             raise ValueError(f"steps >= 1, lr > 0 and warmup >= 0 are required, got steps {self.steps}, "
                              f"lr {self.lr}, warmup {self.warmup}")
-        if self.method not in ("adamw", "minsr"):
-            raise ValueError(f"method must be 'adamw' or 'minsr', got {self.method!r}")
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}, got {self.method!r}")
+        if self.sr_top < 1 or not self.sr_shift > 0:
+            raise ValueError(f"sr_top ({self.sr_top}) must be >= 1 and sr_shift ({self.sr_shift}) > 0")
         if self.adamw_steps < 0 or self.adamw_lr <= 0:
             raise ValueError(f"adamw_steps ({self.adamw_steps}) must be >= 0 and adamw_lr ({self.adamw_lr}) > 0")
 
     @property
     def adamw_phase(self) -> int:
         """The number of AdamW steps the run begins with: every step with ``method = "adamw"``,
-        else ``min(adamw_steps, steps)``; minSR takes the rest."""
+        else ``min(adamw_steps, steps)``; ``method`` takes the rest."""
         return self.steps if self.method == "adamw" else min(self.adamw_steps, self.steps)
 
 
@@ -196,4 +209,4 @@ class StopConfig:
 def last_regime_start(optim: OptimConfig, local_energy: LocalEnergyConfig) -> int:
     """The first step of the run's last regime: after the AdamW phase of a minSR run and
     after the coarse local energies (what :class:`StopConfig` looks at)."""
-    return max(optim.adamw_phase if optim.method == "minsr" else 0, local_energy.coarse_steps)
+    return max(optim.adamw_phase if optim.method != "adamw" else 0, local_energy.coarse_steps)

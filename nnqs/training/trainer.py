@@ -27,7 +27,7 @@ from nnqs.training.estimators import (EnergyEstimate, estimate_energy, evaluate_
                                      sample_weights, vmc_loss)
 from nnqs.training.schedule import learning_rate, method_at
 from nnqs.training.settings import LocalEnergyConfig, OptimConfig, SamplerConfig
-from nnqs.training.sr import log_psi_jacobian, minsr_direction
+from nnqs.training.sr import log_psi_jacobian, minsr_direction, top_sr_direction
 from nnqs.training.window import UniqueWindow
 from nnqs.wavefunction.model import TransformerWavefunction
 from samplers import SampleBatch, bas, split
@@ -102,15 +102,19 @@ class Trainer:
         self.local_energy_cfg = local_energy or LocalEnergyConfig()
         self.comm = comm
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
-        if optim.method == "minsr" and optim.adamw_phase == optim.steps:
-            log.warning("all %d steps are AdamW: minSR starts after adamw_steps = %d", optim.steps, optim.adamw_steps)
+        if optim.method != "adamw" and optim.adamw_phase == optim.steps:
+            log.warning("all %d steps are AdamW: %s starts after adamw_steps = %d", optim.steps, optim.method,
+                        optim.adamw_steps)
+        def adam():
+            return torch.optim.AdamW(model.parameters(), lr=optim.lr, betas=tuple(optim.betas), eps=optim.eps,
+                                     weight_decay=optim.weight_decay)
+
         if optim.adamw_phase:
-            self.optimizers["adamw"] = torch.optim.AdamW(
-                model.parameters(), lr=optim.lr, betas=tuple(optim.betas), eps=optim.eps,
-                weight_decay=optim.weight_decay,
-            )
+            self.optimizers["adamw"] = adam()
         if optim.method == "minsr":
             self.optimizers["minsr"] = torch.optim.SGD(model.parameters(), lr=optim.lr)  # theta -= lr * d
+        if optim.method == "sr_top":  # its own moments: the preconditioned direction has another scale
+            self.optimizers["sr_top"] = adam()
         self.generator = torch.Generator(device=model.device).manual_seed(seed)
         # the semistochastic local energies' draws: a stream of their own, so the samples do not move
         self.draw_generator = torch.Generator(device=H.device).manual_seed(seed + 2**31)
@@ -277,8 +281,35 @@ def minsr_gradient(trainer: Trainer, batch: SampleBatch, evaluation: Evaluation)
     return gradient.norm()
 
 
+def top_sr_gradient(trainer: Trainer, batch: SampleBatch, evaluation: Evaluation) -> torch.Tensor:
+    """The energy gradient (:func:`energy_gradient`) preconditioned by SR's metric over the
+    ``sr_top`` most probable samples of all ranks (:func:`nnqs.training.sr.top_sr_direction`):
+    one backward pass over all samples and a Jacobian of ``sr_top`` rows, linear in the number
+    of samples. Returns the loss."""
+    model, comm, cfg = trainer.model, trainer.comm, trainer.optim_cfg
+    loss = energy_gradient(trainer, batch, evaluation)
+    params = model.amplitude_parameters() + model.phase_parameters()  # log_psi_jacobian's order
+    gradient = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten() for p in params])
+    tokens, weights = top_samples(batch.tokens, evaluation.weights.detach(), cfg.sr_top, comm)
+    direction = top_sr_direction(log_psi_jacobian(model, tokens), weights, gradient, shift=cfg.sr_shift)
+    offset = 0
+    for p in params:
+        p.grad = direction[offset : offset + p.numel()].view_as(p).to(p.dtype)
+        offset += p.numel()
+    return loss
+
+
+def top_samples(tokens: torch.Tensor, weights: torch.Tensor, k: int,
+                comm: Communicator = LOCAL) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` samples of largest weight over all ranks (ties: the earlier in rank order),
+    the same on every rank: ``(tokens [k', N], weights [k'])``, ``k' = min(k, U)``."""
+    tokens, weights = torch.cat(comm.all_gather(tokens)), torch.cat(comm.all_gather(weights))
+    order = torch.sort(weights, descending=True, stable=True).indices[:k]
+    return tokens[order], weights[order]
+
+
 #: The preconditioner of each update rule.
-PRECONDITIONERS = {"adamw": energy_gradient, "minsr": minsr_gradient}
+PRECONDITIONERS = {"adamw": energy_gradient, "minsr": minsr_gradient, "sr_top": top_sr_gradient}
 
 
 def sum_gradients(model, comm: Communicator) -> None:
@@ -326,7 +357,13 @@ def optimizer_states(optimizers: dict[str, torch.optim.Optimizer]) -> dict:
 
 
 def load_optimizer_states(optimizers: dict[str, torch.optim.Optimizer], states: dict) -> None:
-    if set(states) != set(optimizers):
+    """Each configured optimiser's state from ``states``; one the checkpoint lacks (an update
+    rule new to the run, e.g. a resume that changed ``[optim] method`` after the AdamW phase)
+    starts fresh. A checkpoint whose optimisers are all unknown here is a ``KeyError``."""
+    if states and not set(states) & set(optimizers):
         raise KeyError(f"optimizers {sorted(states)} in the checkpoint, {sorted(optimizers)} configured")
     for name, opt in optimizers.items():
-        opt.load_state_dict(states[name])
+        if name in states:
+            opt.load_state_dict(states[name])
+        else:
+            log.info("the %s update rule is new to this run: its optimiser starts fresh", name)

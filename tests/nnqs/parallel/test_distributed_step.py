@@ -33,7 +33,7 @@ def test_two_ranks_give_the_single_process_step(batch, mode, threshold, weights)
     for r in ranks:
         assert r["energy"] == pytest.approx(single["energy"], abs=1e-10, rel=0)
         assert r["variance"] == pytest.approx(single["variance"], abs=1e-10, rel=0)
-        for method in ("adamw", "minsr"):
+        for method in ("adamw", "minsr", "sr_top"):
             scale = float(single[method].abs().max())
             torch.testing.assert_close(r[method], single[method], rtol=0, atol=1e-10 * max(scale, 1.0))
     # The local energies: each rank's own rows, looked up in the other rank's samples too.
@@ -43,7 +43,8 @@ def test_two_ranks_give_the_single_process_step(batch, mode, threshold, weights)
     assert ranks[0]["n_evaluated"] + ranks[1]["n_evaluated"] == single["n_evaluated"]
     assert mode == "sampled" or single["n_evaluated"] > 0
     # Every rank ends with the same bits (reduced, not recomputed per rank).
-    assert torch.equal(ranks[0]["minsr"], ranks[1]["minsr"]) and torch.equal(ranks[0]["adamw"], ranks[1]["adamw"])
+    for method in ("adamw", "minsr", "sr_top"):
+        assert torch.equal(ranks[0][method], ranks[1][method])
 
 
 def test_a_rank_without_samples_still_takes_part(batch):

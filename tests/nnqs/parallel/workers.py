@@ -29,13 +29,13 @@ def share_of(batch: SampleBatch, rank: int, cut: int) -> SampleBatch:
 
 def step_quantities(comm, batch: SampleBatch, cut: int, local_energy: LocalEnergyConfig,
                     weights: str = "counts") -> dict:
-    """The energy, the AdamW gradient and the minSR direction of ``batch``, of which this rank
+    """The energy, the AdamW gradient and the minSR and sr_top directions of ``batch``, of which this rank
     holds its share (``comm`` may be the single process, holding all of it)."""
-    trainer = make_trainer(comm, OptimConfig(steps=1, sr_shift=1e-3), SamplerConfig(n_samples=4000, weights=weights),
+    trainer = make_trainer(comm, OptimConfig(steps=1, sr_shift=1e-3, sr_top=6), SamplerConfig(n_samples=4000, weights=weights),
                            local_energy)
     mine = batch if comm.world_size == 1 else share_of(batch, comm.rank, cut)
     out = {}
-    for method in ("adamw", "minsr"):
+    for method in ("adamw", "minsr", "sr_top"):
         trainer.model.zero_grad(set_to_none=True)
         evaluation = trainer.evaluate(mine, *local_energy.fine)
         PRECONDITIONERS[method](trainer, mine, evaluation)

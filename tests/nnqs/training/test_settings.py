@@ -41,5 +41,18 @@ def test_optim_config_holds_only_the_update_rules():
     from dataclasses import fields
 
     assert {f.name for f in fields(OptimConfig)} == {
-        "steps", "lr", "warmup", "final_lr_ratio", "betas", "eps", "weight_decay", "clip", "method", "sr_shift",
+        "steps", "lr", "warmup", "final_lr_ratio", "betas", "eps", "weight_decay", "clip", "method", "sr_shift", "sr_top",
         "adamw_steps", "adamw_lr"}
+
+
+def test_sr_top_runs_after_the_adamw_phase_and_rejects_bad_sizes():
+    from nnqs.training.schedule import learning_rate, method_at
+    from nnqs.training.settings import LocalEnergyConfig, last_regime_start
+
+    cfg = OptimConfig(steps=10, method="sr_top", adamw_steps=4, lr=2e-3, adamw_lr=1e-3, warmup=0)
+    assert [method_at(s, cfg) for s in range(10)] == ["adamw"] * 4 + ["sr_top"] * 6
+    assert learning_rate(4, cfg) == pytest.approx(2e-3) and learning_rate(0, cfg) == pytest.approx(1e-3)
+    assert last_regime_start(cfg, LocalEnergyConfig()) == 4
+    for bad in ({"sr_top": 0}, {"sr_shift": 0.0}, {"method": "sr"}):
+        with pytest.raises(ValueError):
+            OptimConfig(**bad)

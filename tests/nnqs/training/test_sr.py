@@ -1,5 +1,6 @@
-"""minSR (:mod:`nnqs.training.sr`): the per-sample Jacobian against autograd, the direction
-against the dense formula and the exact gradient, float32 rounding."""
+"""SR (:mod:`nnqs.training.sr`): the per-sample Jacobian against autograd; minSR's direction
+against the dense formula and the exact gradient, float32 rounding; SR on the top samples
+against the parameter-space solve."""
 
 import warnings
 
@@ -8,7 +9,7 @@ import torch
 
 from nnqs.training.estimators import local_energies
 from nnqs.training.sr import (log_psi_jacobian, log_psi_jacobian_reference, minsr_direction,
-                              minsr_direction_reference)
+                              minsr_direction_reference, top_sr_direction, top_sr_direction_reference)
 from nnqs.wavefunction.tokens import random_valid_tokens
 from tests.models import make_model
 from tests.nnqs.training.conftest import rayleigh_quotient
@@ -87,3 +88,37 @@ def test_the_jacobian_columns_follow_the_models_parameter_groups():
     assert [id(p) for p in ordered] == [id(p) for p in model.parameters() if p.requires_grad]
     assert all(not n.startswith("phase_net.") for n, _ in model.named_amplitude_parameters())
     assert len(model.phase_parameters()) == len(list(model.phase_net.parameters()))
+
+
+@pytest.mark.parametrize("k,p", [(6, 20), (15, 8)])
+def test_top_sr_direction_equals_the_parameter_space_solve(k, p):
+    """Woodbury's ``2K x 2K`` solve equals ``(S_K + lambda I)^{-1} g`` solved in parameter space,
+    with fewer samples than parameters and with more."""
+    g = torch.Generator().manual_seed(k)
+    jac = torch.randn(k, 2, p, generator=g, dtype=torch.float64)
+    weights = torch.rand(k, generator=g, dtype=torch.float64) + 0.1
+    gradient = torch.randn(p, generator=g, dtype=torch.float64)
+    fast = top_sr_direction(jac, weights, gradient, shift=1e-2)
+    slow = top_sr_direction_reference(jac, weights, gradient, shift=1e-2)
+    torch.testing.assert_close(fast, slow, rtol=0, atol=1e-10 * float(slow.abs().max()))
+    # a descent direction, and not the gradient itself: the top samples' directions are damped
+    assert float(fast @ gradient) > 0
+    cos = float(fast @ gradient / (fast.norm() * gradient.norm()))
+    assert cos < 0.999
+
+
+def test_a_top_sr_step_lowers_the_exact_energy(small_system):
+    H, dense, tokens = small_system
+    model = make_model(4, 2, 1, seed=4, phase_hidden=(6,))
+    log_psi = model.log_psi(tokens)
+    weights = torch.softmax(2 * log_psi.real.detach(), 0)
+    exact = rayleigh_quotient(model, dense, tokens)
+    gradient = torch.cat([g.flatten() for g in torch.autograd.grad(exact, list(model.parameters()))])
+    top = torch.sort(weights, descending=True).indices[:4]
+    direction = top_sr_direction(log_psi_jacobian(model, tokens[top]), weights[top], gradient, shift=1e-3)
+    with torch.no_grad():
+        offset = 0
+        for p in model.parameters():
+            p -= 1e-3 * direction[offset : offset + p.numel()].view_as(p) / float(direction.norm())
+            offset += p.numel()
+    assert float(rayleigh_quotient(model, dense, tokens)) < float(exact)

@@ -67,15 +67,17 @@ def h2():
     return from_pyscf("H 0 0 0; H 0 0 0.7414", "sto-3g")
 
 
-def test_h2_vmc_reaches_1_mha(h2):
-    """A fast VMC run on H2/STO-3G ends within 1 mHa of FCI (exact <H> over the space)."""
+@pytest.mark.parametrize("method", ["adamw", "sr_top"])
+def test_h2_vmc_reaches_1_mha(h2, method):
+    """A fast VMC run on H2/STO-3G ends within 1 mHa of FCI (exact <H> over the space), by AdamW
+    and by Adam preconditioned with SR on the top samples."""
     from hamiltonians.exact import ground_state_energy
     from nnqs.training.estimators import exact_variational_energy
 
     torch.manual_seed(0)
     model = make_model(2, 1, 1, seed=0, dtype="float64", d_model=16, n_layers=2, n_heads=2, phase_hidden=(16,))
     fit_hf(model, hf(2, 1, 1), 0.9)
-    optim = OptimConfig(steps=150, lr=0.01, warmup=10, method="adamw")
+    optim = OptimConfig(steps=150, lr=0.01, warmup=10, method=method, adamw_steps=0, sr_top=2)
     trainer = Trainer(model, h2, optim, SamplerConfig(n_samples=10_000, unique_window=(), weights="psi2"), seed=0)
     for _ in range(optim.steps):
         trainer.train_step()
@@ -128,3 +130,28 @@ def test_coarse_steps_use_sampled_local_energies_then_the_fine_mode():
             torch.testing.assert_close(evaluation.e_loc, want, rtol=0, atol=1e-12)
             energy[mode] = evaluation.estimate.energy
     assert abs(energy["sampled"] - energy["exact"]) > 1e-3  # the modes differ here, so the checks above can fail
+
+
+def test_a_resume_may_change_the_rule_after_the_adamw_phase():
+    """A checkpoint of an AdamW-then-minSR run continues as AdamW-then-sr_top: AdamW's moments
+    carry over, sr_top's optimiser starts fresh; a checkpoint sharing no optimiser is refused."""
+    H = random_hamiltonian(5, 2, 2, seed=3)
+
+    def trainer(method):
+        optim = OptimConfig(steps=4, method=method, adamw_steps=2, lr=1e-3, warmup=0, sr_top=4)
+        return Trainer(make_model(5, 2, 2, seed=1), H, optim, SamplerConfig(n_samples=30, unique_window=()), seed=0)
+
+    first = trainer("minsr")
+    for _ in range(2):
+        first.train_step()
+    second = trainer("sr_top")
+    second.load_state_dict(first.state_dict())
+    adam = second.optimizers["adamw"].state_dict()["state"]
+    assert all(torch.equal(adam[i]["exp_avg"], s["exp_avg"])
+               for i, s in first.optimizers["adamw"].state_dict()["state"].items())
+    records = [second.train_step() for _ in range(2)]
+    assert [r.method for r in records] == ["sr_top", "sr_top"] and all(math.isfinite(r.energy) for r in records)
+    only_minsr = {**first.state_dict(), "optimizers": {"minsr": first.optimizers["minsr"].state_dict()}}
+    plain = Trainer(make_model(5, 2, 2, seed=1), H, OptimConfig(steps=4, method="adamw"), SamplerConfig(n_samples=30))
+    with pytest.raises(KeyError):
+        plain.load_state_dict(only_minsr)
