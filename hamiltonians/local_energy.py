@@ -18,7 +18,9 @@ Three modes:
   is unbiased: its mean over the draws is the exact local energy, and its variance is
   ``(S_x sum |H_{x x'}| |r|^2 - |sum H_{x x'} r|^2) / draws`` over the drawn pool, with
   ``r = psi(x') / psi(x)`` (:func:`semistochastic_variance`). At most ``draws`` amplitudes per
-  row beyond the deterministic ones (PyNQS's semi-stochastic local energy).
+  row beyond the deterministic ones (PyNQS's semi-stochastic local energy). With ``draws >= 2``
+  each row's draw variance is also estimated from its own draws, without bias
+  (``LocalEnergyResult.draw_variance``), so that an energy's error bar can count the draws' noise.
 
 The amplitudes of ``x'`` outside the batch come from ``log_psi_fn(occ')``, or, when given,
 from ``connected_log_psi_fn(occ', parent)``, where ``parent`` is a row of the batch that
@@ -77,6 +79,10 @@ class LocalEnergyResult:
         e_loc_sampled: complex ``[B]``, the part of ``e_loc`` from the diagonal and the ``x'``
             in the batch (and ``lookup``) alone, whatever the mode: the local energy of the
             state projected on those configurations (the sampled mode's, computed in passing).
+        draw_variance: float64 ``[B]`` in the semistochastic mode with ``draws >= 2``: an
+            unbiased estimate of each row's variance over the draws, ``E|e_loc - E e_loc|^2``
+            given the row (``n/(n-1) sum_k |t_k - tbar|^2`` over the row's ``n`` drawn terms
+            ``t_k``; 0 for a row with no pool); ``None`` otherwise.
     """
 
     e_loc: torch.Tensor
@@ -88,6 +94,7 @@ class LocalEnergyResult:
     amplitude_seconds: float = 0.0
     n_drawn: int = 0
     e_loc_sampled: torch.Tensor | None = None
+    draw_variance: torch.Tensor | None = None
 
     @property
     def kept_fraction(self) -> float:
@@ -199,6 +206,9 @@ def local_energy(
     held = 0
     timing = {"amplitudes": 0.0}
     flush = max(chunk or H.chunk_size, 1) * 4  # outside elements gathered before they are evaluated
+    estimate_draws = mode == "semistochastic" and draws >= 2
+    draw_sum = torch.zeros(b, dtype=cdtype, device=H.device) if estimate_draws else None
+    draw_square = torch.zeros(b, dtype=torch.float64, device=H.device) if estimate_draws else None
 
     def add(vals, rows, lp):
         counts["kept"] += rows.numel()
@@ -210,6 +220,7 @@ def local_energy(
         keys = torch.cat([o[0] for o in outside])
         vals = torch.cat([o[1] for o in outside])
         rows = torch.cat([o[2] for o in outside])
+        drawn = torch.cat([torch.full_like(o[2], o[3], dtype=torch.bool) for o in outside])
         outside.clear()
         if log_psi_fn is None and connected_log_psi_fn is None:
             raise ValueError(f"{mode} mode needs log_psi_fn for configurations outside the batch")
@@ -225,7 +236,10 @@ def local_energy(
         timing["amplitudes"] += time.perf_counter() - start
         counts["unique"] += uniq.shape[0]
         counts["evaluated"] += uniq.shape[0]
-        add(vals, rows, lp_u.to(device=H.device, dtype=cdtype)[inverse])
+        terms = add(vals, rows, lp_u.to(device=H.device, dtype=cdtype)[inverse])
+        if draw_sum is not None and bool(drawn.any()):
+            draw_sum.index_add_(0, rows[drawn], terms[drawn])
+            draw_square.index_add_(0, rows[drawn], terms[drawn].abs().to(torch.float64) ** 2)
 
     for keys, vals, rows, pos, nonzero in H.screened_connections(table, threshold=cut, eps=eps, chunk=chunk,
                                                                   kernel=kernel, expand=b):
@@ -244,9 +258,10 @@ def local_energy(
                 if picked.numel():
                     counts["drawn"] += picked.numel()
                     pool_at = torch.nonzero(pool).flatten()[picked]
-                    outside.append((keys[pool_at], weight.to(vals.dtype) * torch.sign(vals[pool_at]), rows[pool_at]))
+                    outside.append((keys[pool_at], weight.to(vals.dtype) * torch.sign(vals[pool_at]), rows[pool_at],
+                                    True))
                     held += int(picked.numel())
-            outside.append((keys[out], vals[out], rows[out]))
+            outside.append((keys[out], vals[out], rows[out], False))
             held += int(out.sum())
             if held >= flush:
                 evaluate_outside()
@@ -259,8 +274,12 @@ def local_energy(
         "local_energy mode=%s B=%d connected=%d unique=%d evaluated=%d",
         mode, b, n_conn, n_uniq, n_eval,
     )
+    draw_variance = None
+    if draw_sum is not None:  # each row with a pool has exactly `draws` drawn terms
+        spread = draw_square - draw_sum.abs().to(torch.float64) ** 2 / draws   # sum_k |t_k - tbar|^2
+        draw_variance = (spread * draws / (draws - 1)).clamp_min(0.0)
     return LocalEnergyResult(e_loc, mode, n_conn, n_uniq, n_eval, n_kept, timing["amplitudes"], counts["drawn"],
-                             e_sampled)
+                             e_sampled, draw_variance)
 
 
 def draw_by_magnitude(values: torch.Tensor, rows: torch.Tensor, draws: int,

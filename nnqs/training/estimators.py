@@ -48,11 +48,24 @@ def sample_weights(batch: SampleBatch, kind: str = "counts", comm: Communicator 
 
 
 def estimate_energy(e_loc: torch.Tensor, weights: torch.Tensor, n_samples: int,
-                    comm: Communicator = LOCAL) -> EnergyEstimate:
-    """Weighted mean and variance of complex local energies ``[U]`` (summed over all ranks)."""
+                    comm: Communicator = LOCAL, draw_variance: torch.Tensor | None = None) -> EnergyEstimate:
+    """Weighted mean and variance of complex local energies ``[U]`` (summed over all ranks).
+
+    The standard error is ``sqrt(variance / n_samples)``, as if each of the ``n_samples`` draws
+    had its own local energy. A semistochastic local energy (``draw_variance``: each unique
+    sample's variance over its draws, :attr:`hamiltonians.LocalEnergyResult.draw_variance`) is
+    drawn once per unique sample, so its noise is shared by the sample's copies: the error then
+    adds ``sum_u (w_u^2 - w_u / n_samples) sigma_u^2`` (the draws' variance of ``sum_u w_u
+    E_loc(x_u)``, less what ``variance / n_samples`` already counts of it).
+    """
     energy = comm.all_reduce((weights * e_loc).sum())
     variance = float(comm.all_reduce((weights * (e_loc - energy).abs() ** 2).sum()))
-    return EnergyEstimate(float(energy.real), variance, math.sqrt(variance / n_samples))
+    squared_error = variance / n_samples
+    if draw_variance is not None:
+        w = weights.to(torch.float64)
+        shared = comm.all_reduce(((w * w - w / n_samples) * draw_variance.to(w.device)).sum())
+        squared_error = max(squared_error + float(shared), 0.0)
+    return EnergyEstimate(float(energy.real), variance, math.sqrt(squared_error))
 
 
 def sample_space_energy(e_loc_sampled: torch.Tensor, batch: SampleBatch, comm: Communicator = LOCAL) -> float:

@@ -173,7 +173,7 @@ class Trainer:
                                          comm=self.comm)
         seconds = time.perf_counter() - start
         weights = sample_weights(batch, self.sampler_cfg.weights, self.comm).to(result.e_loc.device)
-        estimate = estimate_energy(result.e_loc, weights, batch.n_samples, self.comm)
+        estimate = estimate_energy(result.e_loc, weights, batch.n_samples, self.comm, result.draw_variance)
         return Evaluation(log_psi, weights, estimate, result, seconds)
 
     # -- one step --------------------------------------------------------------------------

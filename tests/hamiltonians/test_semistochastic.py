@@ -114,3 +114,27 @@ def test_draws_follow_the_magnitudes_row_by_row():
         assert torch.allclose(weight[rows[picked] == row], values[mine].abs().sum() / 6000)
     empty = draw_by_magnitude(values[:0], rows[:0], 3)
     assert empty[0].numel() == 0 and empty[1].numel() == 0
+
+
+def test_each_rows_draw_variance_is_estimated_without_bias(setup):
+    """The per-row estimate from a row's own draws averages to the formula's variance (z-test),
+    and an energy's draw noise ``sum_u w_u^2 sigma_u^2`` matches the spread of repeated energies
+    on the same samples (chi-squared test of the variance)."""
+    H, batch, fn, lp, table = setup
+    variance = reference_moments(H, batch, table)
+    live = variance > 0
+    gen = torch.Generator().manual_seed(5)
+    results = [local_energy(H, batch, fn, mode="semistochastic", threshold=EPS, draws=DRAWS, log_psi_x=lp,
+                            generator=gen) for _ in range(REPEATS)]
+    estimates = torch.stack([r.draw_variance for r in results])
+    assert torch.equal(estimates[:, ~live], torch.zeros_like(estimates[:, ~live]))
+    z = (estimates.mean(0) - variance)[live] / (estimates.std(0)[live] / math.sqrt(REPEATS))
+    assert float((z ** 2).sum()) < scipy.stats.chi2.ppf(0.999, df=int(live.sum()))
+    weights = torch.softmax(torch.linspace(0, 3, batch.shape[0], dtype=torch.float64), 0)
+    energies = torch.stack([(weights * r.e_loc.real).sum() for r in results])
+    predicted = float((weights ** 2 * variance).sum())
+    statistic = (REPEATS - 1) * float(energies.var()) / predicted
+    assert scipy.stats.chi2.ppf(0.0005, REPEATS - 1) < statistic < scipy.stats.chi2.ppf(0.9995, REPEATS - 1)
+    one = local_energy(H, batch, fn, mode="semistochastic", threshold=EPS, draws=1, log_psi_x=lp, generator=gen)
+    assert one.draw_variance is None
+    assert local_energy(H, batch, fn, mode="truncated", threshold=EPS, log_psi_x=lp).draw_variance is None

@@ -68,3 +68,21 @@ def test_the_sample_space_energy_is_the_dense_projection(mode, threshold):
     assert got > ground_state_energy(H)
     if mode == "sampled":
         assert torch.equal(result.e_loc_sampled, result.e_loc)
+
+
+def test_the_error_bar_counts_the_draws_noise_once_per_unique_sample():
+    """``sum_u (w_u^2 - w_u / n) sigma_u^2`` is added to ``variance / n``: nothing for samples
+    drawn once each, the shared noise of a sample that holds most draws."""
+    from nnqs.training.estimators import estimate_energy
+
+    e_loc = torch.tensor([1.0, 2.0, 4.0], dtype=torch.complex128)
+    sigma2 = torch.tensor([0.5, 0.1, 0.2], dtype=torch.float64)
+    ones = torch.full((3,), 1 / 3, dtype=torch.float64)
+    plain = estimate_energy(e_loc, ones, 3)
+    assert estimate_energy(e_loc, ones, 3, draw_variance=sigma2).stderr == pytest.approx(plain.stderr, rel=1e-12)
+    heavy = torch.tensor([0.9, 0.05, 0.05], dtype=torch.float64)
+    base = estimate_energy(e_loc, heavy, 1000)
+    got = estimate_energy(e_loc, heavy, 1000, draw_variance=sigma2)
+    extra = float(((heavy ** 2 - heavy / 1000) * sigma2).sum())
+    assert got.stderr ** 2 == pytest.approx(base.stderr ** 2 + extra, rel=1e-12)
+    assert got.energy == base.energy and got.variance == base.variance
