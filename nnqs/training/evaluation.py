@@ -8,7 +8,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from nnqs.training.estimators import estimate_energy, evaluate_local_energies, exact_variational_energy
+from nnqs.training.estimators import (estimate_energy, evaluate_local_energies, exact_variational_energy,
+                                     sample_space_energy)
 from nnqs.training.trainer import Trainer
 
 #: Largest determinant space for which the exact variational energy is also computed.
@@ -30,6 +31,9 @@ class FinalEvaluation:
             :data:`EXACT_ENERGY_MAX_DETERMINANTS`).
         truncation_bias_mha: truncated minus exact local energies' estimate on the same
             samples, in mHa (``None`` unless truncated and within :data:`BIAS_CHECK_MAX_EXCITATIONS`).
+        sample_space_energy: the energy of the network projected on the evaluation's unique
+            samples (:func:`nnqs.training.estimators.sample_space_energy`): a variational upper
+            bound on the ground state, with no statistical error.
         n_samples, n_unique: the evaluation sample's draws and unique configurations (all ranks).
         p_hf_final: ``p(HF)`` of the trained network.
         evaluation_seconds: wall time of the evaluation.
@@ -42,6 +46,7 @@ class FinalEvaluation:
     kept_fraction: float
     energy_exact_variational: float | None
     truncation_bias_mha: float | None
+    sample_space_energy: float
     n_samples: int
     n_unique: int
     p_hf_final: float
@@ -77,7 +82,9 @@ def final_evaluation(trainer: Trainer, hf_tokens: torch.Tensor, n_samples: int |
     return FinalEvaluation(
         energy=est.energy, energy_stderr=est.stderr, variance=est.variance, local_energy=mode,
         kept_fraction=evaluation.local_energy.kept_fraction, energy_exact_variational=exact,
-        truncation_bias_mha=bias, n_samples=batch.n_samples, n_unique=n_unique,
+        truncation_bias_mha=bias,
+        sample_space_energy=sample_space_energy(evaluation.local_energy.e_loc_sampled, batch, comm),
+        n_samples=batch.n_samples, n_unique=n_unique,
         p_hf_final=p_hf(model, hf_tokens), evaluation_seconds=time.perf_counter() - started)
 
 

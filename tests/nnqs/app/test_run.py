@@ -22,7 +22,7 @@ def test_run_writes_all_outputs(tmp_path):
     saved = json.loads((out / "result.json").read_text())
     for key in ("energy", "energy_stderr", "variance", "references", "error_vs_fci_mha", "steps",
                 "n_samples", "n_unique", "wall_seconds", "device", "local_energy", "kept_fraction",
-                "truncation_bias_mha", "error_vs_dmrg_mha", "evaluation_seconds"):
+                "truncation_bias_mha", "error_vs_dmrg_mha", "evaluation_seconds", "sample_space_energy"):
         assert key in saved
     assert 0 < saved["evaluation_seconds"] < saved["wall_seconds"] + 60
     # H2's four determinants are all sampled: the truncated mode is exact here

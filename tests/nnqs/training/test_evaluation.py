@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from hamiltonians.exact import ground_state_energy
 from nnqs.training.estimators import estimate_energy, evaluate_local_energies, exact_variational_energy
 from nnqs.training.evaluation import final_evaluation
 from nnqs.training.settings import LocalEnergyConfig, OptimConfig, SamplerConfig
@@ -39,6 +40,12 @@ def test_truncated_evaluation_reports_its_bias_and_the_exact_energy():
     assert 0 < got.kept_fraction < 1
     with torch.no_grad():
         assert got.p_hf_final == pytest.approx(float(again.model.log_prob(hf).exp()), abs=1e-12)
+    # the sample-space bound: the sampled mode's local energies with |psi|^2 weights on the samples
+    sampled = evaluate_local_energies(again.model, again.H, batch.tokens, log_psi, "sampled").e_loc.real
+    psi2 = torch.exp(2 * log_psi.real.detach())
+    bound = float((psi2 * sampled).sum() / psi2.sum())
+    assert got.sample_space_energy == pytest.approx(bound, abs=1e-12)
+    assert got.sample_space_energy >= ground_state_energy(again.H) - 1e-12
 
 
 def test_the_evaluation_uses_the_fine_mode_even_inside_the_coarse_phase():
