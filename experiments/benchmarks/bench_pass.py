@@ -1,0 +1,145 @@
+"""Configurations per second of the network's full pass (``log psi`` without gradients), and
+what changes it: the batch size, ``torch.inference_mode``, the attention written out, and
+``torch.compile`` (its compile time reported apart), at d_model 32 and 64.
+
+Every variant is timed on the same configurations in one run (best of ``--repeats``), so the
+ratios compare like with like; every variant's output is checked against the eager pass.
+A per-operator profile of the eager pass at the first batch size shows where the time goes,
+and a dense matrix product gives the core's attainable GFLOP/s.
+
+    python experiments/benchmarks/bench_pass.py [--orbitals 26] [--batches 256,1024] [--no-compile]
+
+Writes JSON (default ``experiments/results/bench_pass_cpu.json``) and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from experiments.common import EXPERIMENTS, save_results  # noqa: E402
+from nnqs.wavefunction.attention import explicit_attention  # noqa: E402
+from nnqs.wavefunction.config import ModelConfig  # noqa: E402
+from nnqs.wavefunction.model import TransformerWavefunction  # noqa: E402
+from nnqs.wavefunction.tokens import random_valid_tokens  # noqa: E402
+
+logger = logging.getLogger("bench_pass")
+
+
+def best_seconds(fn, repeats: int) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def pass_flops(config) -> float:
+    """Multiply-adds x 2 of one configuration's pass: the projections, the MLPs, the attention
+    products and the head (embeddings and the phase MLP are negligible)."""
+    n, d, layers = config.n_orbitals, config.d_model, config.n_layers
+    kv = 2 * config.kv_heads * config.d_head
+    per_token = d * d + d * kv + d * d + 2 * config.mlp_ratio * d * d   # q, kv, out, MLP
+    attention = 2 * config.n_heads * config.d_head * n * (n + 1) / 2    # scores and weights x values, causal
+    return 2.0 * (layers * (n * per_token + attention) + n * d * 4)
+
+
+def profile_top(model, tokens, rows: int = 8) -> list[dict]:
+    """The eager pass's operators by self CPU time (share of the total)."""
+    from torch.profiler import profile
+
+    with torch.inference_mode(), profile() as prof:
+        for _ in range(3):
+            model.log_psi(tokens, validate=False)
+    events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in events)
+    return [{"op": e.key, "share": e.self_cpu_time_total / total} for e in events[:rows]]
+
+
+def matmul_gflops(size: int = 1024, repeats: int = 5) -> float:
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    return 2 * size ** 3 / best_seconds(lambda: a @ b, repeats) / 1e9
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--orbitals", type=int, default=26)
+    p.add_argument("--electrons", type=int, default=5, help="per spin")
+    p.add_argument("--d-models", default="32,64")
+    p.add_argument("--batches", default="256,1024,4096")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", default=os.path.join(EXPERIMENTS, "results", "bench_pass_cpu.json"))
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    torch.set_num_threads(args.threads)
+    peak = matmul_gflops()
+    logger.info("1024^3 fp32 matrix product: %.1f GFLOP/s", peak)
+    rows, profiles = [], {}
+    for d_model in (int(d) for d in args.d_models.split(",")):
+        config = ModelConfig(d_model=d_model).for_system(args.orbitals, args.electrons, args.electrons)
+        torch.manual_seed(0)
+        model = TransformerWavefunction(config).eval()
+        flops = pass_flops(config)
+        compiled = None
+        generator = torch.Generator().manual_seed(1)
+        for batch in (int(b) for b in args.batches.split(",")):
+            tokens = random_valid_tokens(model.constraint, batch, generator=generator)
+            with torch.no_grad():
+                reference = model.log_psi(tokens, validate=False)
+            variants = {
+                "eager, no_grad": (torch.no_grad, lambda: model.log_psi(tokens, validate=False)),
+                "eager, inference_mode": (torch.inference_mode, lambda: model.log_psi(tokens, validate=False)),
+                "attention written out": (lambda: _both(torch.inference_mode(), explicit_attention(model)),
+                                          lambda: model.log_psi(tokens, validate=False)),
+            }
+            if not args.no_compile:
+                if compiled is None:
+                    start = time.perf_counter()
+                    compiled = torch.compile(lambda t: model.log_psi(t, validate=False), dynamic=False)
+                    with torch.inference_mode():
+                        compiled(tokens)
+                    logger.info("d_model %d: compiled in %.0f s", d_model, time.perf_counter() - start)
+                variants["torch.compile"] = (torch.inference_mode, lambda: compiled(tokens))
+            for name, (context, fn) in variants.items():
+                with context():
+                    seconds = best_seconds(fn, args.repeats)
+                    difference = float((fn() - reference).abs().max())
+                row = {"d_model": d_model, "batch": batch, "variant": name, "us_per_config": 1e6 * seconds / batch,
+                       "configs_per_second": batch / seconds, "gflops": flops * batch / seconds / 1e9,
+                       "max_abs_difference": difference}
+                rows.append(row)
+                logger.info("d_model %d, batch %d, %-22s %7.1f us/config  %5.1f GFLOP/s  |diff| %.1e", d_model,
+                            batch, name, row["us_per_config"], row["gflops"], difference)
+        profiles[str(d_model)] = profile_top(model, random_valid_tokens(model.constraint, int(args.batches.split(",")[0]),
+                                                                   generator=generator))
+    base = {(r["d_model"], r["batch"]): r["us_per_config"] for r in rows if r["variant"] == "eager, no_grad"}
+    for r in rows:
+        r["speedup_over_eager"] = base[(r["d_model"], r["batch"])] / r["us_per_config"]
+    print(f"{'d':>3s} {'batch':>6s} {'variant':<24s} {'us/config':>10s} {'GFLOP/s':>8s} {'x eager':>8s}")
+    for r in rows:
+        print(f"{r['d_model']:3d} {r['batch']:6d} {r['variant']:<24s} {r['us_per_config']:10.1f} {r['gflops']:8.1f} "
+              f"{r['speedup_over_eager']:8.2f}")
+    print(f"matrix product: {peak:.1f} GFLOP/s")
+    return save_results(args.out, rows, args=args, matmul_gflops=peak, profiles=profiles)
+
+
+@contextlib.contextmanager
+def _both(first, second):
+    with first, second:
+        yield
+
+
+if __name__ == "__main__":
+    main()
