@@ -22,9 +22,10 @@ import logging
 import math
 import os
 import re
-import tempfile
 
 import numpy as np
+
+from hamiltonians.durable import durable_write
 
 __all__ = ["FCIDUMPError", "read_fcidump", "write_fcidump"]
 
@@ -251,14 +252,10 @@ def write_fcidump(H, path, *, tol: float = 0.0, orbsym=None, isym: int | None = 
         out.append(f" {float(v)!r} {i:4d} {j:4d}    0    0")
     out.append(f" {float(H.constant)!r}    0    0    0    0")
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".fcidump.", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as f:
+
+    def write(tmp):
+        with open(tmp, "w") as f:
             f.write("\n".join(out) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+
+    durable_write(path, write)
     logger.info("wrote FCIDUMP %s (%d two-electron elements)", path, int(keep.sum()))

@@ -15,9 +15,12 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
+import time
 
 import numpy as np
+from filelock import FileLock, Timeout
+
+from hamiltonians.durable import durable_write
 
 __all__ = ["reference_energies", "default_cache_path", "METHODS", "OPTIONAL_METHODS"]
 
@@ -52,21 +55,54 @@ def _cache_key(H) -> str:
 
 
 def _load(path):
+    """The cache's entries; a file that is not a JSON object is moved aside
+    (``PATH.corrupt-<time>``, with a warning) and counts as empty."""
     try:
         with open(path) as f:
             data = json.load(f)
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return {}
+    except OSError as error:
+        logger.warning("reference cache %s unreadable (%s): not used", path, error.strerror or error)
+        return {}
+    except ValueError as error:
+        data, reason = None, f"not JSON: {error}"
+    else:
+        reason = f"a JSON {type(data).__name__}, not an object"
+    if isinstance(data, dict):
+        return data
+    aside = f"{path}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"
+    try:
+        os.replace(path, aside)
+        logger.warning("reference cache %s is %s; moved aside to %s", path, reason, aside)
+    except OSError:
+        logger.warning("reference cache %s is %s; not used", path, reason)
+    return {}
+
+
+def _lock(path) -> FileLock:
+    """The cache's lock (``PATH.lock``): one process at a time reads, merges and writes it."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    return FileLock(f"{path}.lock", timeout=600)
+
+
+def _store(path, key: str, entry: dict) -> None:
+    """Merge ``entry`` under ``key`` into the cache file at ``path``, under its lock (the other
+    keys as they are on the disk now, not as they were when this process last read them)."""
+    with _lock(path):
+        cache = _load(path)
+        cache[key] = entry
+        _save(path, cache)
 
 
 def _save(path, data):
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".references.", dir=directory)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+
+    def write(tmp):
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+
+    durable_write(path, write)
 
 
 def _scf_object(H):
@@ -206,13 +242,11 @@ def _compute_and_cache(H, todo, fci_max_determinants, key, entry, cache_path, dm
                if note == NO_PYSCF or note.startswith("block2 is not installed")}
     saved = {**entry, "energies": {k: v for k, v in entry["energies"].items() if k not in missing}}
     if cache_path:  # what could not run for a missing package is not cached: it runs once installed
-        cache = _load(cache_path)
-        cache[key] = saved
         try:
-            _save(cache_path, cache)
-        except OSError as error:  # a cache is best effort
+            _store(cache_path, key, saved)
+        except (OSError, Timeout) as error:  # a cache is best effort
             logger.warning("reference energies not cached: cannot write %s (%s)", cache_path,
-                           error.strerror or error)
+                           getattr(error, "strerror", None) or error)
     return saved
 
 

@@ -3,34 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Callable
 
 import torch
 
+from hamiltonians.durable import durable_write
+
 
 def atomic_write(path: str | Path, write: Callable[[str], None]) -> None:
-    """Call ``write(tmp_path)`` on a temporary file in ``path``'s folder, then rename it to ``path``."""
+    """Call ``write(tmp_path)`` on a temporary file in ``path``'s folder, then rename it to
+    ``path``, durably (:func:`hamiltonians.durable.durable_write`: the file is flushed to the
+    disk before the rename and the folder after it). The finished file gets the user's mode."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a finished file gets the user's mode
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    durable_write(path, write)
 
 
 def write_json(path: str | Path, data: dict) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -32,6 +33,13 @@ class MetricsLog:
         with self.path.open("a", newline="") as f:
             csv.DictWriter(f, METRIC_FIELDS).writerow(row)
         return row
+
+    def sync(self) -> None:
+        """Flush the rows appended so far to the disk (at each checkpoint: after a crash the
+        file then holds at least the checkpoint's steps)."""
+        if self.path.exists():
+            with self.path.open("rb") as f:
+                os.fsync(f.fileno())
 
     @classmethod
     def read(cls, path: str | Path) -> "MetricsLog":

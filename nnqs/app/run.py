@@ -185,12 +185,16 @@ class _Checkpoints:
     """A callback: a checkpoint after every ``checkpoint_every`` steps, once ``checkpoint_seconds``
     passed since the last, and at the loop's last step (rank 0 writes)."""
 
-    def __init__(self, path: Path, config: RunConfig, target: int, payload, comm: Communicator) -> None:
+    def __init__(self, path: Path, config: RunConfig, target: int, payload, comm: Communicator,
+                 metrics: MetricsLog | None = None) -> None:
         self.path, self.config, self.target, self.payload, self.comm = path, config, target, payload, comm
+        self.metrics = metrics
         self.last = time.perf_counter()
 
     def save(self, trainer: Trainer) -> None:
         if self.comm.is_main:
+            if self.metrics is not None:
+                self.metrics.sync()  # the rows before the checkpoint are on the disk first
             save_checkpoint(self.path, {"trainer": trainer.state_dict(), "config": self.config.to_dict(),
                                         **self.payload()})
         self.last = time.perf_counter()
@@ -265,7 +269,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
 
     metrics = _on_main(comm, open_outputs)   # an error opening them stops every rank
     target = config.optim.steps if stop_after is None else min(stop_after, config.optim.steps)
-    checkpoints = _Checkpoints(ckpt_path, config, target, comm=comm, payload=lambda: {
+    checkpoints = _Checkpoints(ckpt_path, config, target, comm=comm, metrics=metrics, payload=lambda: {
         "p_hf": start_p_hf, "start": start_summary, **clock.times()})
     stop = StopOnPlateau(config.stop, last_regime_start(config.optim, config.local_energy), comm=comm,
                          energies=metrics.column("energy") if metrics else (),

@@ -89,3 +89,44 @@ def test_an_unwritable_cache_warns_and_goes_on(tmp_path, caplog):
         refs = reference_energies(H, ("hf",), cache_path=tmp_path / "afile" / "refs.json")
     assert refs["hf"] == pytest.approx(H.hf_energy())
     assert any("not cached" in r.getMessage() for r in caplog.records)
+
+
+def _store_many(path: str, worker: int, keys: int) -> None:
+    """One process of the race below: ``keys`` entries of its own, each merged into the cache."""
+    from hamiltonians.reference_energies import _store
+
+    for k in range(keys):
+        _store(path, f"worker{worker}:{k}", {"energies": {"hf": float(worker * 100 + k)}, "notes": {}})
+
+
+def test_processes_caching_at_once_lose_no_entry(tmp_path):
+    """Eight processes merging 12 keys each into one cache file: all 96 are there (read, merge
+    and write happen under the cache's file lock)."""
+    import multiprocessing
+
+    path = str(tmp_path / "refs.json")
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_store_many, args=(path, w, 12)) for w in range(8)]
+    for p in workers:
+        p.start()
+    for p in workers:
+        p.join(timeout=300)
+    assert all(p.exitcode == 0 for p in workers)
+    cache = json.loads(open(path).read())
+    assert sorted(cache) == sorted(f"worker{w}:{k}" for w in range(8) for k in range(12))
+    assert all(cache[f"worker{w}:{k}"]["energies"]["hf"] == w * 100 + k for w in range(8) for k in range(12))
+
+
+@pytest.mark.parametrize("content", ["{\"truncated", "[1, 2]"])
+def test_a_corrupt_cache_is_moved_aside_with_a_warning(tmp_path, caplog, content):
+    from hamiltonians import from_pyscf
+
+    path = tmp_path / "refs.json"
+    path.write_text(content)
+    H = from_pyscf("H 0 0 0; H 0 0 0.7414", "sto-3g")
+    refs = reference_energies(H, ("hf",), cache_path=str(path))
+    assert refs["hf"] == pytest.approx(H.hf_energy(), abs=1e-10)
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("refs.json.corrupt-")]
+    assert len(aside) == 1 and aside[0].read_text() == content
+    assert "moved aside" in caplog.text
+    assert list(json.loads(path.read_text()).values())[0]["energies"]["hf"] == refs["hf"]  # a fresh cache

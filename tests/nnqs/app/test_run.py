@@ -225,3 +225,26 @@ def test_a_start_fit_below_the_fidelity_threshold_is_refitted_from_a_fresh_netwo
     assert any("refitting a fresh network" in m for m in messages)
     assert any(m.startswith("kept the") for m in messages) and result["steps"] == 2
     assert result["start"]["refit"] in ("kept fresh", "kept first") and result["start"]["chosen"] == "cisd"
+
+
+def test_each_checkpoint_follows_its_metrics_on_the_disk(tmp_path, monkeypatch):
+    """At every checkpoint ``metrics.csv`` is flushed before ``checkpoint.pt`` is renamed into
+    place (a crash then never leaves a checkpoint ahead of its metrics)."""
+    import os
+
+    from tests.hamiltonians.test_durable import assert_durable
+
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.fstat(fd).st_ino)), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda src, dst: (events.append(("replace", os.stat(src).st_ino,
+                                                                        os.path.abspath(dst))), real_replace(src, dst))[1])
+    out = tmp_path / "out"
+    run(config_from_dict(TINY), out, progress=False)
+    metrics = os.stat(out / "metrics.csv").st_ino
+    checkpoints = [i for i, e in enumerate(events) if e[0] == "replace" and e[2] == str((out / "checkpoint.pt").resolve())]
+    assert len(checkpoints) >= 3   # steps 2, 4, 6 and the end
+    for i in checkpoints:
+        assert ("fsync", metrics) in events[max(0, i - 6):i]
+    for name in ("checkpoint.pt", "result.json", "hamiltonian.fcidump", "provenance.json"):
+        assert_durable(events, out / name)

@@ -1,0 +1,60 @@
+"""Durable file replacement: after a crash or a power loss a file is either its old content or
+the whole new one, never empty or half written.
+
+The new content goes to a temporary file in the same folder, which is flushed to the disk
+(``fsync``) before it is renamed over the old file; the folder is then flushed, so that the
+rename itself survives (what databases and checkpointing libraries do). Every output of the
+project (checkpoints, ``result.json``, FCIDUMP files, the reference cache) is written this way.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Callable
+
+__all__ = ["durable_write", "fsync_folder"]
+
+
+def durable_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
+    """Call ``write(tmp_path)`` on a temporary file beside ``path``, ``fsync`` it, rename it to
+    ``path`` and ``fsync`` the folder. The finished file gets the user's mode (``0666`` less
+    the umask; the temporary file is ``0600``). On any error the temporary file is removed and
+    ``path`` keeps its old content."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    os.close(fd)
+    try:
+        write(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    fsync_folder(folder)
+
+
+def fsync_folder(folder: str | os.PathLike) -> None:
+    """``fsync`` a folder, so that the renames and new names in it are on the disk (a no-op
+    where folders cannot be opened, e.g. on Windows)."""
+    try:
+        fd = os.open(os.fspath(folder), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
