@@ -12,8 +12,12 @@ Layout::
       value  0  0  0  0     core energy (constant)
 
 Indices are 1-based spatial orbitals. ``n_alpha = (NELEC + MS2) / 2``, ``n_beta = (NELEC - MS2) / 2``.
-NORB and NELEC are required; MS2 defaults to 0, ORBSYM to all 1, ISYM to 1.
-Every problem raises :class:`FCIDUMPError` naming the file and, where there is one, the line.
+NORB and NELEC are required; MS2 defaults to 0, ORBSYM to all 1, ISYM to 1 (both are kept in
+the Hamiltonian's ``source`` and written back; the integrals are not checked against them).
+Unrestricted files (``UHF`` / ``IUHF`` true) and complex integrals (``(re,im) i j k l``) are
+refused; any other header key (``PNTGRP``, ``OCC``, ``CLOSED``, ...) is accepted and ignored
+with a warning naming it. Every problem raises :class:`FCIDUMPError` naming the file and, where
+there is one, the line.
 """
 
 from __future__ import annotations
@@ -101,6 +105,9 @@ def _parse_float(tok: str) -> float:
     return float(tok.replace("D", "E").replace("d", "e"))
 
 
+#: Header keys the reader uses (or refuses: an unrestricted file).
+KNOWN_KEYS = {"NORB", "NELEC", "MS2", "ORBSYM", "ISYM", "UHF", "IUHF"}
+
 #: Two lines giving the same integral (under the 8-fold symmetry) must agree to this (Hartree).
 REPEAT_TOLERANCE = 1e-10
 
@@ -157,6 +164,10 @@ def read_fcidump(path, *, dtype=None):
             raise FCIDUMPError(
                 path, key_lines["ORBSYM"], f"ORBSYM has {len(orbsym)} entries, NORB={norb}"
             )
+    ignored = sorted(set(fields) - KNOWN_KEYS)
+    if ignored:
+        logger.warning("%s: header keys %s are not used (the integrals are read as restricted, real, "
+                       "symmetry-unchecked)", path, ", ".join(ignored))
     for flag in ("UHF", "IUHF"):
         if flag in fields and fields[flag] and fields[flag][0].upper() not in ("0", ".FALSE.", "F", "FALSE"):
             raise FCIDUMPError(path, key_lines[flag], "unrestricted (UHF) FCIDUMP is not supported")
@@ -171,6 +182,8 @@ def read_fcidump(path, *, dtype=None):
         toks = lines[k].split()
         if not toks:
             continue
+        if toks[0].startswith("("):
+            raise FCIDUMPError(path, line_no, f"complex value {toks[0]!r}: complex integrals are not supported")
         if len(toks) != 5:
             raise FCIDUMPError(path, line_no, f"malformed line: expected 'value i j k l', got {lines[k].strip()!r}")
         try:

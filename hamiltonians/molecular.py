@@ -76,6 +76,9 @@ class MolecularHamiltonian:
         n = int(self.n_orbitals)
         self.n_orbitals, self.n_alpha, self.n_beta = n, int(self.n_alpha), int(self.n_beta)
         self.constant = float(self.constant)
+        for name in ("h1", "eri"):
+            if torch.as_tensor(getattr(self, name)).is_complex():
+                raise ValueError(f"{name} is complex: only real orbitals are supported")
         dtype = self.h1.dtype if isinstance(self.h1, torch.Tensor) else torch.float64
         if not dtype.is_floating_point:
             dtype = torch.float64
@@ -86,6 +89,7 @@ class MolecularHamiltonian:
                 f"h1 must be [{n}, {n}] and eri [{n}]*4, got {tuple(self.h1.shape)}, "
                 f"{tuple(self.eri.shape)}"
             )
+        _check_integrals(self.h1, self.eri)
         if not (0 <= self.n_alpha <= n and 0 <= self.n_beta <= n):
             raise ValueError(
                 f"cannot place {self.n_alpha} alpha and {self.n_beta} beta electrons "
@@ -277,6 +281,32 @@ class MolecularHamiltonian:
             f"n_beta={self.n_beta}, constant={self.constant:.10f}, dtype={self.dtype}, "
             f"device={self.device}, source={self.source})"
         )
+
+
+#: Largest asymmetry accepted in the integrals (Hartree): ``h1`` symmetric, ``eri`` 8-fold.
+SYMMETRY_TOLERANCE = 1e-8
+
+
+def _check_integrals(h1: torch.Tensor, eri: torch.Tensor) -> None:
+    """Raise ``ValueError`` for a non-finite integral, or integrals that are not real-orbital
+    symmetric: ``h_pq = h_qp``, ``(pq|rs) = (qp|rs) = (pq|sr) = (rs|pq)``."""
+    for name, t in (("h1", h1), ("eri", eri)):
+        bad = ~torch.isfinite(t)
+        if bool(bad.any()):
+            where = tuple(int(i) for i in torch.nonzero(bad)[0])
+            raise ValueError(f"{name}{list(where)} = {float(t[where])}: integrals must be finite")
+    checks = (("h1", h1, h1.T, "h_pq != h_qp"), ("eri", eri, eri.transpose(0, 1), "(pq|rs) != (qp|rs)"),
+              ("eri", eri, eri.transpose(2, 3), "(pq|rs) != (pq|sr)"),
+              ("eri", eri, eri.permute(2, 3, 0, 1), "(pq|rs) != (rs|pq)"))
+    for name, a, b, rule in checks:
+        if a.numel() == 0:
+            continue
+        gap = (a - b).abs()
+        worst = float(gap.max())
+        if worst > SYMMETRY_TOLERANCE:
+            where = [int(i) for i in torch.nonzero(gap == gap.max())[0]]
+            raise ValueError(f"{name} is not symmetric: {rule} by {worst:.3g} at {where} (real orbitals "
+                             f"need symmetric integrals; tolerance {SYMMETRY_TOLERANCE:g})")
 
 
 def permute_orbitals(H: MolecularHamiltonian, order: list[int]) -> MolecularHamiltonian:

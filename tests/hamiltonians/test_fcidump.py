@@ -94,6 +94,11 @@ BAD = {
     "conflicting symmetric duplicate": (lambda t: _replace(t, " 0.7199689944489797", " 0.5 1 2 1 2\n 0.7199689944489797"),
                                         11, "contradicts line 6"),
     "second core energy": (lambda t: t + " 0.1 0 0 0 0\n", 12, "second core energy"),
+    "unrestricted": (lambda t: _replace(t, "  ISYM=1,", "  ISYM=1,\n  IUHF=1,"), 4, "unrestricted"),
+    "complex value": (lambda t: _replace(t, " 0.6645817302552968    2    2    1    1",
+                                         " (0.66,0.01)    2    2    1    1"), 7, "complex"),
+    "non-symmetric one-body": (lambda t: _replace(t, " 0.7199689944489797", " -0.3 1 2 0 0\n -0.2 2 1 0 0\n 0.7199689944489797"),
+                               12, "contradicts line 11"),
     "NORB above the orbitals used": (lambda t: _replace(_replace(t, "NORB=   2", "NORB=   3"), "ORBSYM=1,1,", "ORBSYM=1,1,1,"),
                                      1, "NORB=3, but no integral uses an orbital above 2"),
 }
@@ -135,3 +140,15 @@ def test_what_real_writers_produce_is_accepted(tmp_path, variant):
     ref.write_text(GOOD)
     R = read_fcidump(ref)
     assert torch.equal(H.eri, R.eri) and torch.equal(H.h1, R.h1) and H.constant == R.constant
+
+
+def test_other_header_keys_are_accepted_and_named(tmp_path, caplog):
+    """Symmetry and occupation fields the reader does not use: the same Hamiltonian, a warning
+    naming them; ORBSYM and ISYM are kept for writing back."""
+    p = tmp_path / "sym.fcidump"
+    p.write_text(_replace(GOOD, "  ISYM=1,", "  ISYM=1,\n  PNTGRP='D2H', OCC=1,0,"))
+    plain = tmp_path / "plain.fcidump"
+    plain.write_text(GOOD)
+    H, reference = read_fcidump(p), read_fcidump(plain)
+    assert torch.equal(H.h1, reference.h1) and torch.equal(H.eri, reference.eri)
+    assert "OCC, PNTGRP" in caplog.text and H.source["orbsym"] == [1, 1] and H.source["isym"] == 1
