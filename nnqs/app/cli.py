@@ -1,6 +1,8 @@
 """Command-line interface: ``nnqs run``, ``nnqs reference``, ``nnqs analyse`` and ``nnqs check-consistency``.
 
-Exit codes: 0 success, 1 a check failed (or, under torchrun, another rank was lost), 2 bad input.
+Exit codes: 0 success, 1 a check failed (or, under torchrun, another rank was lost), 2 bad input,
+``128 + N`` stopped by signal ``N`` (SIGTERM 143, SIGINT 130: after a checkpoint, or at once on
+a second signal; :mod:`nnqs.app.signals`).
 
 ``torchrun --nproc_per_node=K -m nnqs run CONFIG.toml`` runs one VMC job on ``K`` processes
 (:mod:`nnqs.parallel`); rank 0 alone prints and writes.
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 
 from nnqs.wavefunction.config import DTYPES
@@ -189,6 +192,7 @@ def _run(args: argparse.Namespace) -> int:
     from nnqs.app.io import CheckpointError
     from nnqs.app.run import run
     from nnqs.app.runconfig import ConfigError, check_device, config_from_dict, load_config
+    from nnqs.app.signals import StopNow
     from nnqs.parallel import LOCAL, RankLostError, init_from_env, shutdown
 
     comm = LOCAL
@@ -231,6 +235,11 @@ def _run(args: argparse.Namespace) -> int:
     except RankLostError as error:
         print(f"nnqs: error: {error}", file=sys.stderr)
         return EXIT_FAILED
+    except StopNow as stopped:
+        if comm.is_main:
+            print(f"nnqs: stopped by {stopped.name} at once; continue from the last checkpoint with --resume",
+                  file=sys.stderr)
+        return 128 + stopped.signum
     except (ConfigError, FCIDUMPError, CheckpointError) as error:
         return _bad_input(error, comm)
     except ModuleNotFoundError as error:
@@ -241,6 +250,11 @@ def _run(args: argparse.Namespace) -> int:
         return _bad_input(_os_message(error), comm)
     finally:
         shutdown()
+    if "signal" in result:   # every rank stopped at the same step; rank 0 wrote the checkpoint and says so
+        if comm.is_main:
+            print(f"stopped by {result['signal']} at step {result['stopped_at']}; continue with --resume "
+                  f"(outputs in {out})")
+        return 128 + int(getattr(signal.Signals, result["signal"]))
     if not comm.is_main:
         return EXIT_OK
     if "stopped_at" in result:

@@ -25,8 +25,9 @@ from nnqs.app.folder import FolderInUse, claim_run_folder
 from nnqs.app.io import load_checkpoint, save_checkpoint, write_json
 from nnqs.app.provenance import provenance
 from nnqs.app.report import MetricsLog, plot_convergence
-from nnqs.app.runconfig import ConfigError, RunConfig, check_device, config_from_dict
 from nnqs.app.references import reference_fields
+from nnqs.app.runconfig import ConfigError, RunConfig, check_device, config_from_dict
+from nnqs.app.signals import SignalStop, StopNow
 from nnqs.app.system import System, build_model, complete_references, run_system
 from nnqs.parallel.comm import LOCAL, Communicator
 from nnqs.training.convergence import variance_extrapolation
@@ -82,10 +83,11 @@ def run(
         raise ConfigError("a [molecule] geometry needs PySCF for its integrals: pip install 'nnqs[chem]' "
                           "(or run from an FCIDUMP file)")
     with contextlib.ExitStack() as held:
+        signals = held.enter_context(SignalStop(comm))
         out = comm.run_on_main(lambda: held.enter_context(claim_run_folder(out_dir, resume=resume,
                                                                            overwrite=overwrite)))
         return _run_in(config, out, resume=resume, extend=extend, stop_after=stop_after,
-                       progress=progress and comm.is_main, initial_model=initial_model, comm=comm)
+                       progress=progress and comm.is_main, initial_model=initial_model, comm=comm, signals=signals)
 
 
 def _importable(name: str) -> bool:
@@ -236,7 +238,7 @@ def _write_provenance(path: Path, config: RunConfig, step: int, resume: bool) ->
 
 
 def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_after: int | None, progress: bool,
-            initial_model: dict | None, comm: Communicator) -> dict:
+            initial_model: dict | None, comm: Communicator, signals: SignalStop) -> dict:
     if config.run.threads:
         torch.set_num_threads(config.run.threads)  # PySCF's OpenMP follows it
     torch.manual_seed(config.run.seed)
@@ -276,10 +278,14 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
                          stderrs=metrics.column("stderr") if metrics else ())
     bar = tqdm(total=config.optim.steps, initial=trainer.step, disable=not progress, desc=config.molecule.name,
                dynamic_ncols=True)
-    callbacks = ([_Progress(metrics, bar)] if comm.is_main else []) + [checkpoints, stop]
+    callbacks = ([_Progress(metrics, bar)] if comm.is_main else []) + [checkpoints, stop, signals]
     clock.training()
-    converged = run_steps(trainer, target, callbacks)
+    with signals.loop():
+        converged = run_steps(trainer, target, callbacks)
     bar.close()
+    if signals.received is not None:
+        checkpoints.save(trainer)
+        return {"stopped_at": trainer.step, "signal": signals.name}
     if trainer.step < config.optim.steps and not converged:
         return {"stopped_at": trainer.step}
     checkpoints.save(trainer)
@@ -312,7 +318,7 @@ def _finish_references(out: Path, config: RunConfig, system: System, result: dic
     compute = config.molecule.slow_references
     try:
         completed = complete_references(config.molecule, system, compute=compute)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, StopNow):
         log.warning("interrupted: %s has no slow references; `nnqs reference %s` computes them", out / "result.json",
                     out)
         return result

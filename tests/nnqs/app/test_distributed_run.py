@@ -89,3 +89,27 @@ def test_a_lost_rank_ends_the_other_with_a_clear_error(tmp_path, config, victim,
     resumed = nnqs(config, "--out", out, "--steps", "100000", "--resume", "--stop-after", "40")
     assert resumed.returncode == 0, resumed.stderr
     assert "stopped after step 40;" in resumed.stdout
+
+
+def test_a_signal_to_one_rank_stops_every_rank_at_the_same_step(tmp_path, config):
+    """SIGTERM to rank 1 alone: both ranks finish the step and stop there (the flag is
+    all-reduced), rank 0 writes the checkpoint and says so, both exit 143; it resumes."""
+    out = tmp_path / "run"
+    procs = start_ranks(config, out)
+    try:
+        procs[1].send_signal(signal.SIGTERM)
+        outputs = [p.communicate(timeout=60) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert [p.returncode for p in procs] == [143, 143], outputs
+    line = [x for x in outputs[0][0].splitlines() if "stopped by" in x]
+    assert len(line) == 1 and line[0].startswith("stopped by SIGTERM at step ") and "stopped by" not in outputs[1][0]
+    step = int(line[0].split(" at step ")[1].split(";")[0])
+    import torch
+
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["trainer"]["step"] == step
+    assert len((out / "metrics.csv").read_text().splitlines()) == step + 1
+    resumed = nnqs(config, "--out", out, "--steps", "100000", "--resume", "--stop-after", str(step + 3))
+    assert resumed.returncode == 0 and f"stopped after step {step + 3};" in resumed.stdout, resumed.stderr
