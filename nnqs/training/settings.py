@@ -141,9 +141,9 @@ class OptimConfig:
         clip: gradient-norm clipping (0 = none); with minSR it bounds the update direction.
         method: ``"adamw"``, ``"minsr"`` (stochastic reconfiguration in sample space, cost
             ``O(U^2 P)``, applied as ``theta -= lr * d``; use a larger ``lr``, e.g. 0.02-0.1) or
-            ``"sr_top"`` (the energy gradient preconditioned by SR's metric over the ``sr_top``
-            most probable samples, cost ``O(U P)``, applied by Adam with the AdamW settings;
-            ``lr`` as AdamW's, e.g. 1e-3).
+            ``"sr_top"`` (the energy gradient with its directions along SR's metric over the
+            ``sr_top`` most probable samples damped, cost ``O(U P)``, applied by the AdamW
+            optimiser, whose moments carry over from the AdamW phase; ``lr`` as AdamW's).
         sr_shift: the SR diagonal shift (minSR and sr_top).
         sr_top: sr_top's number of most probable samples.
         adamw_steps: with ``method = "minsr"`` or ``"sr_top"``, run this many AdamW steps first,

@@ -191,18 +191,19 @@ def sample_space_gram(blocks: list[torch.Tensor], cols: list[torch.Tensor], comm
 
 def top_sr_direction(jacobian: torch.Tensor, weights: torch.Tensor, gradient: torch.Tensor, *,
                      shift: float = 1e-4) -> torch.Tensor:
-    """``d = (S_K + lambda I)^{-1} g`` ``[P]`` (float64): the energy gradient ``g`` preconditioned
-    by SR's metric over ``K`` samples (the most probable ones), as Malyshev, Schmitt and Lvovsky
-    precondition Adam.
+    """``d = lambda (S_K + lambda I)^{-1} g`` ``[P]`` (float64): the energy gradient ``g`` with
+    its components along SR's metric over ``K`` samples (the most probable ones) damped.
 
     ``S_K = At^T At`` with ``At = [Re Abar; Im Abar]`` ``[2K, P]``, ``Abar_k = sqrt(v_k) (O_k -
     sum_j v_j O_j)`` and ``v = weights / sum(weights)``: the metric of the state restricted to
     the ``K`` samples. By Woodbury's identity
 
-        d = (g - At^T (At At^T + lambda I)^{-1} At g) / lambda,
+        d = g - At^T (At At^T + lambda I)^{-1} At g,
 
-    a ``2K x 2K`` solve: the part of ``g`` that moves the top samples' amplitudes relative to
-    each other is damped, the rest passes, scaled by ``1 / lambda`` (Adam removes the scale).
+    a ``2K x 2K`` solve: a direction along which the ``K`` samples' amplitudes barely move
+    relative to each other passes unchanged, one that moves them by much more than
+    ``sqrt(lambda)`` is damped by ``lambda / (s + lambda)`` (``s`` its eigenvalue of ``S_K``).
+    The scale of ``g`` is kept, so an optimiser's moments carry over from plain gradients.
     Cost ``O(K^2 P)`` beyond the gradient. :func:`top_sr_direction_reference` solves the
     ``P x P`` system directly.
 
@@ -218,18 +219,18 @@ def top_sr_direction(jacobian: torch.Tensor, weights: torch.Tensor, gradient: to
     g = gradient.to(torch.float64)
     t = a @ a.T
     t.diagonal().add_(shift)
-    return (g - a.T @ torch.linalg.solve(t, a @ g)) / shift
+    return g - a.T @ torch.linalg.solve(t, a @ g)
 
 
 def top_sr_direction_reference(jacobian: torch.Tensor, weights: torch.Tensor, gradient: torch.Tensor, *,
                                shift: float = 1e-4) -> torch.Tensor:
-    """:func:`top_sr_direction` as ``(S_K + lambda I)^{-1} g`` in parameter space (slow)."""
+    """:func:`top_sr_direction` as ``lambda (S_K + lambda I)^{-1} g`` in parameter space (slow)."""
     o = jacobian.to(torch.float64)
     v = weights.to(torch.float64) / weights.to(torch.float64).sum()
     o_bar = (o - torch.einsum("k,kip->ip", v, o)) * v.sqrt()[:, None, None]
     s = torch.einsum("kip,kiq->pq", o_bar, o_bar)                     # Re(Obar^† Obar)
     s.diagonal().add_(shift)
-    return torch.linalg.solve(s, gradient.to(torch.float64))
+    return shift * torch.linalg.solve(s, gradient.to(torch.float64))
 
 
 def minsr_direction_reference(

@@ -109,12 +109,10 @@ class Trainer:
             return torch.optim.AdamW(model.parameters(), lr=optim.lr, betas=tuple(optim.betas), eps=optim.eps,
                                      weight_decay=optim.weight_decay)
 
-        if optim.adamw_phase:
-            self.optimizers["adamw"] = adam()
+        if optim.adamw_phase or optim.method == "sr_top":  # sr_top's direction keeps the gradient's scale:
+            self.optimizers["adamw"] = adam()             # it continues AdamW's moments
         if optim.method == "minsr":
             self.optimizers["minsr"] = torch.optim.SGD(model.parameters(), lr=optim.lr)  # theta -= lr * d
-        if optim.method == "sr_top":  # its own moments: the preconditioned direction has another scale
-            self.optimizers["sr_top"] = adam()
         self.generator = torch.Generator(device=model.device).manual_seed(seed)
         # the semistochastic local energies' draws: a stream of their own, so the samples do not move
         self.draw_generator = torch.Generator(device=H.device).manual_seed(seed + 2**31)
@@ -182,7 +180,7 @@ class Trainer:
         update rolls back instead (:class:`RollBack`)."""
         start = time.perf_counter()
         method = method_at(self.step, self.optim_cfg)
-        optimizer = self.optimizers[method]
+        optimizer = self.optimizers[OPTIMIZERS[method]]
         lr = self.guard.lr_scale * learning_rate(self.step, self.optim_cfg)
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -310,6 +308,9 @@ def top_samples(tokens: torch.Tensor, weights: torch.Tensor, k: int,
 
 #: The preconditioner of each update rule.
 PRECONDITIONERS = {"adamw": energy_gradient, "minsr": minsr_gradient, "sr_top": top_sr_gradient}
+#: The optimiser that applies each rule's direction: Adam(W) for the gradient and sr_top's damped
+#: gradient (one instance: the moments carry over), SGD for minSR's natural gradient.
+OPTIMIZERS = {"adamw": "adamw", "minsr": "minsr", "sr_top": "adamw"}
 
 
 def sum_gradients(model, comm: Communicator) -> None:
