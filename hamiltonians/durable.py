@@ -20,7 +20,7 @@ def durable_write(path: str | os.PathLike, write: Callable[[str], None]) -> None
     """Call ``write(tmp_path)`` on a temporary file beside ``path``, ``fsync`` it, rename it to
     ``path`` and ``fsync`` the folder. The finished file gets the user's mode (``0666`` less
     the umask; the temporary file is ``0600``). On any error the temporary file is removed and
-    ``path`` keeps its old content."""
+    ``path`` keeps its old content; an ``OSError`` (a full disk) names ``path``."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
@@ -34,9 +34,11 @@ def durable_write(path: str | os.PathLike, write: Callable[[str], None]) -> None
             os.close(fd)
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(error, OSError) and error.errno is not None and error.filename in (None, tmp):
+            raise OSError(error.errno, error.strerror, path) from error   # name the file being written
         raise
     fsync_folder(folder)
 

@@ -11,8 +11,10 @@ a second signal; :mod:`nnqs.app.signals`).
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
+import shutil
 import signal
 import sys
 
@@ -273,9 +275,18 @@ def _bad_input(message, comm=None) -> int:
 
 
 def _os_message(error: OSError) -> str:
-    """``PATH: reason`` of an OS error, in one line."""
+    """``PATH: reason`` of an OS error, in one line; for a full disk or quota, the space left
+    there and what to do."""
     where = error.filename if error.filename is not None else ""
-    return f"{where}: {error.strerror or error}" if where else str(error)
+    message = f"{where}: {error.strerror or error}" if where else str(error)
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        folder = os.path.dirname(os.path.abspath(where)) if where else os.getcwd()
+        while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+            folder = os.path.dirname(folder)
+        free = shutil.disk_usage(folder).free
+        message += (f" ({free / 2**20:.1f} MiB free in {folder}); the last checkpoint is intact: "
+                    "free some space and continue with --resume")
+    return message
 
 
 def describe() -> str:

@@ -30,8 +30,14 @@ def write_json(path: str | Path, data: dict) -> None:
 
 
 def save_checkpoint(path: str | Path, state: dict) -> None:
-    """``torch.save`` through a temporary file; loadable with ``weights_only=True``."""
-    atomic_write(path, lambda tmp: torch.save(state, tmp))
+    """``torch.save`` through a temporary file; loadable with ``weights_only=True``. Written
+    through a Python file object, so that a full disk is an ``OSError`` naming ENOSPC (given a
+    path, ``torch.save`` reports it as an unexplained ``RuntimeError``)."""
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+
+    atomic_write(path, write)
 
 
 class CheckpointError(ValueError):
