@@ -23,15 +23,20 @@ class MetricsLog:
         self.rows: list[dict] = []
         if resume_step is not None and self.path.exists():
             with self.path.open() as f:
-                self.rows = [r for r in csv.DictReader(f) if int(r["step"]) < resume_step]
+                # a row cut short (a full disk, a crash mid-write) has missing fields: dropped
+                self.rows = [r for r in csv.DictReader(f)
+                             if None not in r.values() and int(r["step"]) < resume_step]
         self._rewrite()
 
     def append(self, record: StepRecord) -> dict:
         row = asdict(record)
         row["error_vs_fci_mha"] = "" if self.fci is None else 1e3 * (record.energy - self.fci)
         self.rows.append(row)
-        with self.path.open("a", newline="") as f:
-            csv.DictWriter(f, METRIC_FIELDS).writerow(row)
+        try:
+            with self.path.open("a", newline="") as f:
+                csv.DictWriter(f, METRIC_FIELDS).writerow(row)
+        except OSError as error:   # a full disk: name the file (a partial row is dropped on --resume)
+            raise OSError(error.errno, error.strerror, str(self.path)) from error
         return row
 
     def sync(self) -> None:

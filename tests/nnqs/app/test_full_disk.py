@@ -113,3 +113,17 @@ def test_an_injected_enospc_names_the_file_and_keeps_the_checkpoint(tmp_path, mo
     assert cli.main(["run", str(config), "--out", str(out), "--resume", "--no-progress"]) == 0
     rows = (out / "metrics.csv").read_text().splitlines()[1:]
     assert [int(r.split(",")[0]) for r in rows] == list(range(20))
+
+
+def test_a_metrics_row_cut_short_is_dropped_on_resume(tmp_path):
+    from nnqs.app.report import MetricsLog
+    from nnqs.training.trainer import StepRecord
+
+    log = MetricsLog(tmp_path / "metrics.csv", None)
+    for step in range(3):
+        log.append(StepRecord(step, -1.0, 0.1, 0.1, 10, 2, 1e-3, 0.5, 0.1))
+    with (tmp_path / "metrics.csv").open("a") as f:
+        f.write("1,-1.0")                       # step 3's row, cut after two characters of it
+    again = MetricsLog(tmp_path / "metrics.csv", None, resume_step=3)
+    assert [int(r["step"]) for r in again.rows] == [0, 1, 2]
+    assert (tmp_path / "metrics.csv").read_text().splitlines()[-1].startswith("2,")
