@@ -15,6 +15,7 @@ import contextlib
 import importlib.util
 import json
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from nnqs.parallel.comm import LOCAL, Communicator
 from nnqs.training.convergence import variance_extrapolation
 from nnqs.training.driver import StopOnPlateau, run_steps
 from nnqs.training.evaluation import final_evaluation, p_hf
+from nnqs.training.memory import available_memory, check_memory, gib, plan_memory
 from nnqs.training.settings import last_regime_start
 from nnqs.training.start import Start
 from nnqs.training.trainer import Trainer
@@ -149,6 +151,28 @@ def _fit_start(model, config: RunConfig, system: System, H, initial_model: dict 
     return {k: v.cpu() for k, v in model.state_dict().items()}, start.summary()
 
 
+def _check_memory(config: RunConfig, model, H, *, fits: bool) -> None:
+    """Stop before the start (:class:`ConfigError`, one line) when a step's estimated peak
+    memory (:func:`nnqs.training.memory.plan_memory`, at the unique window's upper end) exceeds
+    ``[run] max_memory_gib`` or what the machine has available (shared by this node's processes)."""
+    sampler, start = config.sampler, config.start
+    n_unique = sampler.unique_window[1] if sampler.unique_window else min(sampler.n_samples, H.n_determinants)
+    if sampler.max_unique:
+        n_unique = max(n_unique, sampler.max_unique)
+    plan = plan_memory(model, H, n_unique=min(n_unique, H.n_determinants), method=config.optim.method,
+                       sr_top=config.optim.sr_top, cache_bytes=sampler.max_cache_bytes,
+                       fit_batch=(start.max_determinants + start.tail) if fits else 0)
+    available = available_memory()
+    if available is not None:
+        available //= max(int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1), 1)
+    limits = [v for v in (gib(config.run.max_memory_gib), available) if v is not None]
+    log.info("memory plan: %s; available %s", plan.describe(),
+             f"{min(limits) / 2**30:.2f} GiB" if limits else "unknown")
+    problem = check_memory(plan, min(limits) if limits else None)
+    if problem:
+        raise ConfigError(problem)
+
+
 def _on_main(comm: Communicator, fn):
     """``fn()`` on rank 0 alone, its value kept there (``None`` on the others); an error
     raises on every rank."""
@@ -248,6 +272,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     system = comm.run_on_main(lambda: run_system(config.molecule, out, resume=resume))
     H = system.hamiltonian.to(device=config.run.device)
     model = build_model(config.model, system).to(config.run.device)
+    _check_memory(config, model, H, fits=not resume and config.start.mode not in ("none", "hf"))
     trainer = Trainer(model, H, config.optim, config.sampler, config.local_energy, seed=config.run.seed, comm=comm)
     clock = _Clock(state)
 

@@ -97,6 +97,9 @@ class RunSettings:
             ``checkpoint_every`` steps or once ``checkpoint_seconds`` of wall time have passed
             since the last one, whichever comes first (so a crash loses at most about a minute).
         threads: torch CPU threads (per process under torchrun); 0 = PyTorch's default.
+        max_memory_gib: the memory a process may take (GiB; 0 = what the machine or its cgroup
+            has available): a run whose estimated peak (:mod:`nnqs.training.memory`) is larger
+            stops before the start with one line naming the setting to change.
         collective_timeout: seconds a process of a multi-process run (torchrun) waits in a
             collective for another before the job stops with an error (a rank that died ends
             the others sooner: its closed connection is noticed at once).
@@ -108,6 +111,7 @@ class RunSettings:
     checkpoint_seconds: float = 60.0
     threads: int = 0
     collective_timeout: float = 600.0
+    max_memory_gib: float = 0.0
 
     def __post_init__(self) -> None:
         if self.checkpoint_every < 1 or self.threads < 0:
@@ -115,6 +119,8 @@ class RunSettings:
                               f"({self.threads}) >= 0")
         if not self.checkpoint_seconds > 0:
             raise ConfigError(f"[run] checkpoint_seconds must be > 0, got {self.checkpoint_seconds}")
+        if not self.max_memory_gib >= 0:
+            raise ConfigError(f"[run] max_memory_gib must be >= 0, got {self.max_memory_gib}")
         if not self.collective_timeout > 0:
             raise ConfigError(f"[run] collective_timeout must be > 0, got {self.collective_timeout}")
         parse_device(self.device)

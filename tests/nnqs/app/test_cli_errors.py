@@ -143,3 +143,14 @@ def test_cli_bad_fcidump_exits_2(tmp_path):
     assert code == 2 and "no such FCIDUMP" in lines[0]
     code, lines = run_cli("--no-progress")
     assert code == 2 and "either" in lines[0]
+
+
+def test_a_run_that_cannot_fit_in_memory_stops_before_its_start(tmp_path):
+    """``[run] max_memory_gib`` far below the plan: one line naming the settings, exit 2, no
+    checkpoint (the check comes before the start)."""
+    result = nnqs(tmp_path, "run", config(tmp_path, ("[run]\n", "[run]\nmax_memory_gib = 0.001\n")),
+                  "--out", str(tmp_path / "o"))
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert "a step needs about" in lines[0] and "max_memory_gib" in lines[0] and "0.00 GiB available" in lines[0]
+    assert not (tmp_path / "o" / "checkpoint.pt").exists()
