@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import logging
 import os
 import shutil
@@ -30,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from experiments.common import default_config, molecule_set, parse_changes  # noqa: E402
 from nnqs.app.io import write_json  # noqa: E402
+from nnqs.app.provenance import provenance  # noqa: E402
 from nnqs.app.runconfig import ConfigError  # noqa: E402
 
 
@@ -88,7 +90,10 @@ def main(argv: list[str] | None = None) -> dict:
             run(config, folder, resume=True, stop_after=args.until, progress=False)
     fci = _fci(trunk)
     summary = {"molecule": args.molecule, "branch_at": args.branch_at, "until": args.until, "fci": fci,
-               "variants": {name: {"changes": variants[name], **summarise(out / name / "metrics.csv", fci, args.until, args.average)}
+               "provenance": provenance(), "command": " ".join(["python", *sys.argv]),
+               "variants": {name: {"changes": variants[name],
+                                   **summarise(out / name / "metrics.csv", fci, args.until, args.average),
+                                   "config": configs[name].to_dict(), "sessions": _sessions(out / name)}
                             for name in variants}}
     write_json(out / "variants.json", summary)
     print(f"{'variant':<14} {'error (mHa)':>12} {'s/step':>8} {'unique':>8} {'steps':>9}  (sampled)")
@@ -96,6 +101,14 @@ def main(argv: list[str] | None = None) -> dict:
         steps = f"{row['last_step'] - row['steps_averaged'] + 1}-{row['last_step']}"
         print(f"{name:<14} {row['error_mha']:12.2f} {row['seconds_per_step']:8.1f} {row['unique']:8.0f} {steps:>9}")
     return summary
+
+
+def _sessions(folder: Path) -> list[dict]:
+    """The code (version, commit, dirty flag) of each session that trained the variant's run."""
+    path = folder / "provenance.json"
+    if not path.exists():
+        return []
+    return [{k: v for k, v in session.items() if k != "config"} for session in json.loads(path.read_text())["sessions"]]
 
 
 def _fci(trunk: Path) -> float:
