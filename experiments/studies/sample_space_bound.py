@@ -9,7 +9,8 @@ network's own energy once ``S`` holds its whole support (not a bound on the netw
 ``P_S psi`` is another state, which can be better). Costs the connection kernel only: no
 amplitude outside the samples.
 
-    python experiments/studies/sample_space_bound.py [--system h2o_631g] [--draws 1e4,1e5,...] [--out FILE]
+    python experiments/studies/sample_space_bound.py [--system h2o_631g | --run RUN_DIR] [--draws 1e4,1e5,...]
+                                                     [--out FILE]
 
 Prints a table, writes ``--out`` (JSON) and a plot beside it (``.png``).
 """
@@ -77,14 +78,19 @@ def main(argv=None) -> dict:
     p.add_argument("--system", default="h2o_631g")
     p.add_argument("--draws", default="1e4,1e5,1e6,1e7,1e8,1e9,1e10")
     p.add_argument("--start-steps", type=int, default=300, help="[start] steps of the CISD fit")
+    p.add_argument("--run", default=None, help="a run folder: its trained network instead of a CISD fit")
     p.add_argument("--references", action="store_true", help="also compute HF/CCSD(T)/FCI (cached) for the plot")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=os.path.join(RESULTS, "sample_space_bound.json"))
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(1)
-    system, model, _, _, _, _ = fitted_samples(args.system, "given", n_samples=1000, start_steps=args.start_steps,
-                                               seed=args.seed)
+    if args.run:
+        system, model, note = trained_network(args.run)
+    else:
+        system, model, _, _, _, _ = fitted_samples(args.system, "given", n_samples=1000,
+                                                   start_steps=args.start_steps, seed=args.seed)
+        note = "a network fitted to CISD; at full support the bound is the network's energy"
     H = system.hamiltonian
     rows = bound_curve(model, H, [int(float(d)) for d in args.draws.split(",")], args.seed)
     references = dict(reference_energies(H, methods=("hf", "ccsd_t", "fci"))) if args.references else {}
@@ -95,9 +101,26 @@ def main(argv=None) -> dict:
         print(f"{r['n_samples']:8.0e} {r['n_unique']:8d} {r['energy']:14.8f} {1e3 * (r['energy'] - references['cisd']):17.3f} "
               f"{r['seconds']:8.2f}")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    plot(os.path.splitext(args.out)[0] + ".png", rows, references, f"{args.system}: energy of psi projected on S")
-    return save_results(args.out, rows, args=args, references=references,
-                        note="a network fitted to CISD; at full support the bound is the network's energy")
+    name = os.path.basename(os.path.normpath(args.run)) if args.run else args.system
+    plot(os.path.splitext(args.out)[0] + ".png", rows, references, f"{name}: energy of psi projected on S")
+    return save_results(args.out, rows, args=args, references=references, note=note)
+
+
+def trained_network(run_dir: str):
+    """The system and the network of a run folder (its checkpoint and saved integrals)."""
+    from pathlib import Path
+
+    from experiments.common import config_of_result
+    from nnqs.app.io import load_checkpoint
+    from nnqs.app.system import build_model, run_system
+
+    state = load_checkpoint(Path(run_dir) / "checkpoint.pt", map_location="cpu")
+    config = config_of_result(state)
+    system = run_system(config.molecule, Path(run_dir), resume=True, save=False, references=False)
+    model = build_model(config.model, system)
+    model.load_state_dict(state["trainer"]["model"])
+    model.eval()
+    return system, model, f"the network of {run_dir} after step {state['trainer']['step']}"
 
 
 if __name__ == "__main__":
