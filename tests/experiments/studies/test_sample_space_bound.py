@@ -28,3 +28,20 @@ def test_the_bound_reaches_the_networks_energy_on_the_whole_space(tmp_path):
 
     assert min(few["energy"], whole["energy"]) > ground_state_energy(system.hamiltonian)   # bounds, both
     # (not above the network's own energy: P_S psi is another state, here a better one than psi)
+
+
+def test_a_run_folders_trained_network(tmp_path):
+    """``--run``: the network of a run's checkpoint; over the whole space its own energy."""
+    pytest.importorskip("pyscf")
+    from nnqs.app.run import run
+    from nnqs.app.runconfig import config_from_dict
+    from nnqs.training.estimators import exact_variational_energy
+    from tests.nnqs.app.helpers import TINY
+
+    folder = tmp_path / "h2"
+    run(config_from_dict({**TINY, "start": {"mode": "none"}}), folder, progress=False)
+    payload = sample_space_bound.main(["--run", str(folder), "--draws", "1e6", "--out", str(tmp_path / "b.json")])
+    system, model, note = sample_space_bound.trained_network(str(folder))
+    (whole,) = payload["results"]
+    assert whole["n_unique"] == 4 and "after step 6" in note
+    assert whole["energy"] == pytest.approx(exact_variational_energy(model, system.hamiltonian), abs=1e-6)
