@@ -25,7 +25,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from experiments.common import EXPERIMENTS, save_results  # noqa: E402
+from experiments.common import EXPERIMENTS, best_of, save_results  # noqa: E402
 from nnqs.wavefunction.attention import explicit_attention  # noqa: E402
 from nnqs.wavefunction.config import ModelConfig  # noqa: E402
 from nnqs.wavefunction.model import TransformerWavefunction  # noqa: E402
@@ -35,13 +35,9 @@ logger = logging.getLogger("bench_pass")
 
 
 def best_seconds(fn, repeats: int) -> float:
+    """Best time of ``repeats`` calls after one warm-up call (:func:`experiments.common.best_of`)."""
     fn()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+    return best_of(torch.device("cpu"), repeats, fn)[1]
 
 
 def pass_flops(config) -> float:
