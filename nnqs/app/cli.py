@@ -120,7 +120,7 @@ def _reference(args: argparse.Namespace) -> int:
 
     from hamiltonians import FCIDUMPError
     from nnqs.app.references import KEYS
-    from nnqs.app.run import reference_run
+    from nnqs.app.reference_run import reference_run
     from nnqs.app.runconfig import ConfigError, config_from_dict, load_config
     from nnqs.app.system import build_system, complete_references
 

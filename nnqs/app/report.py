@@ -1,4 +1,4 @@
-"""Run outputs: ``metrics.csv`` (one row per step) and the convergence plot."""
+"""Run outputs: ``metrics.csv`` (one row per step), ``result.json`` and the convergence plot."""
 
 from __future__ import annotations
 
@@ -130,3 +130,15 @@ def plot_convergence(path: str | Path, steps: list[int], energies: list[float], 
     fig.tight_layout()
     atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     plt.close(fig)
+
+
+def write_result(out: Path, config, result: dict, metrics: MetricsLog, step: int) -> None:
+    """A run's ``result.json`` and ``convergence.png`` (``config``: its
+    :class:`~nnqs.app.runconfig.RunConfig`; ``metrics``: its steps so far)."""
+    from nnqs.app.io import write_json
+
+    write_json(out / "result.json", result)
+    steps, energies = metrics.energies()
+    plot_convergence(out / "convergence.png", steps, energies, result["references"],
+                     f"{config.molecule.name}: NNQS VMC", coarse_steps=min(config.local_energy.coarse_steps, step),
+                     final=(step, result["energy"], f"final ({result['local_energy']})"), dmrg=result["dmrg"])

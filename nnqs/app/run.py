@@ -22,10 +22,10 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from nnqs.app.folder import FolderInUse, claim_run_folder
+from nnqs.app.folder import claim_run_folder
 from nnqs.app.io import load_checkpoint, save_checkpoint, write_json
 from nnqs.app.provenance import provenance
-from nnqs.app.report import MetricsLog, plot_convergence
+from nnqs.app.report import MetricsLog, write_result
 from nnqs.app.references import reference_fields
 from nnqs.app.runconfig import ConfigError, RunConfig, check_device, config_from_dict
 from nnqs.app.signals import SignalStop, StopNow
@@ -321,18 +321,9 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     result.update({**clock.times(), "stopped_early": converged, "wall_seconds": wall})
     if comm.is_main:
         result["variance_extrapolation"] = variance_extrapolation(metrics.column("energy"), metrics.column("variance"))
-        _write_result(out, config, result, metrics, trainer.step)
+        write_result(out, config, result, metrics, trainer.step)
         result = _finish_references(out, config, system, result, metrics, trainer.step)
     return result
-
-
-def _write_result(out: Path, config: RunConfig, result: dict, metrics: MetricsLog, step: int) -> None:
-    """``result.json`` and ``convergence.png``."""
-    write_json(out / "result.json", result)
-    steps, energies = metrics.energies()
-    plot_convergence(out / "convergence.png", steps, energies, result["references"],
-                     f"{config.molecule.name}: NNQS VMC", coarse_steps=min(config.local_energy.coarse_steps, step),
-                     final=(step, result["energy"], f"final ({result['local_energy']})"), dmrg=result["dmrg"])
 
 
 def _finish_references(out: Path, config: RunConfig, system: System, result: dict, metrics: MetricsLog,
@@ -353,56 +344,9 @@ def _finish_references(out: Path, config: RunConfig, system: System, result: dic
         return result
     result = {**result, **reference_fields(completed.references, result["energy"],
                                            result["energy_exact_variational"])}
-    _write_result(out, config, result, metrics, step)
+    write_result(out, config, result, metrics, step)
     log.info("%s: the slow references merged (%s)", out / "result.json", added)
     return result
-
-
-def reference_run(out: str | Path, *, compute: bool = True) -> tuple[dict, bool]:
-    """``nnqs reference RUN``: the references of the run in ``out``, the slow ones computed now
-    (into the cache; :mod:`nnqs.app.references`), in a process of their own.
-
-    The folder is not held while they compute, so the run may go on meanwhile (it reports them
-    from the cache when it ends); a finished run's ``result.json`` and plot get them merged at
-    once. Returns ``(references, merged)``.
-
-    Raises:
-        ConfigError: ``out`` holds no run (no ``result.json``, ``provenance.json`` or checkpoint
-            with its config).
-    """
-    out = Path(out)
-    config = _config_of_run(out)
-    system = complete_references(config.molecule, run_system(config.molecule, out, resume=True, save=False),
-                                 compute=compute)
-    try:
-        with claim_run_folder(out, resume=True, overwrite=False):
-            path = out / "result.json"
-            if not path.exists():
-                return system.references, False
-            result = json.loads(path.read_text())
-            result.update(reference_fields(system.references, result.get("energy"),
-                                           result.get("energy_exact_variational")))
-            metrics = MetricsLog.read(out / "metrics.csv")
-            _write_result(out, config, result, metrics, int(result.get("steps", 0)))
-            return system.references, True
-    except FolderInUse:
-        log.warning("%s is in use by its run: the references are cached, and the run reports them when it ends", out)
-        return system.references, False
-
-
-def _config_of_run(out: Path) -> RunConfig:
-    """The effective config of the run in ``out``: ``result.json``'s, else the last session's
-    in ``provenance.json``, else the checkpoint's."""
-    sources = [(out / "result.json", lambda text: json.loads(text)["config"]),
-               (out / "provenance.json", lambda text: json.loads(text)["sessions"][-1]["config"])]
-    for path, read in sources:
-        if path.is_file():
-            with contextlib.suppress(ValueError, KeyError, TypeError, IndexError, ConfigError):
-                return config_from_dict(read(path.read_text()))
-    if (out / "checkpoint.pt").is_file():
-        with contextlib.suppress(KeyError, TypeError, ConfigError):
-            return config_from_dict({"molecule": load_checkpoint(out / "checkpoint.pt")["config"]["molecule"]})
-    raise ConfigError(f"{out}: no nnqs run there (no result.json, provenance.json or checkpoint.pt with its config)")
 
 
 def _result(config: RunConfig, system: System, trainer: Trainer, evaluation: dict,

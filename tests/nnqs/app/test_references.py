@@ -10,7 +10,8 @@ from hamiltonians import from_pyscf, write_fcidump
 from nnqs.app import cli, references
 from nnqs.app.folder import claim_run_folder
 from nnqs.app.references import FCI_MAX_DETERMINANTS, QUICK_FCI_DETERMINANTS, plan
-from nnqs.app.run import reference_run, run
+from nnqs.app.reference_run import reference_run
+from nnqs.app.run import run
 from nnqs.app.runconfig import config_from_dict
 from tests.nnqs.app.helpers import TINY, toml_text
 
