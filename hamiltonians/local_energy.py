@@ -1,6 +1,6 @@
 """Local energy ``E_loc(x) = sum_{x'} H_{x x'} psi(x') / psi(x)`` over a batch (docs/design.md §5).
 
-Three modes:
+Four modes:
 
 * ``"exact"``: every connected ``x'`` enters. Those in the batch reuse ``log_psi_x`` (the
   kernel looks each ``x'`` up in a hash table of the batch); the others are gathered over
@@ -66,7 +66,7 @@ class LocalEnergyResult:
 
     Attributes:
         e_loc: complex ``[B]`` local energies, on H's device.
-        mode: ``"exact"``, ``"truncated"`` or ``"sampled"``.
+        mode: ``"exact"``, ``"truncated"``, ``"sampled"`` or ``"semistochastic"``.
         n_connected: nonzero off-diagonal elements summed over the batch.
         n_kept: of those, the ones that entered ``e_loc``.
         n_unique: connected ``x'`` whose amplitude entered: distinct batch rows hit (counted
