@@ -47,13 +47,18 @@ class AmplitudeTable:
 
     def find(self, occ: torch.Tensor) -> torch.Tensor:
         """The row of each configuration of ``occ`` ``[B, 2N]`` in the table, or -1 (int64 ``[B]``)."""
+        return self.find_keys(pack_occupations(occ))
+
+    def find_keys(self, keys: torch.Tensor) -> torch.Tensor:
+        """The row of each packed key ``[B, W]`` in the table, or -1 (int64 ``[B]``)."""
+        query = keys
         if self._sorted is None:
             keys, inverse = unique_keys(pack_occupations(self.occ))
             row = torch.empty(keys.shape[0], dtype=torch.int64, device=keys.device)
             row[inverse] = torch.arange(inverse.shape[0], device=keys.device)
             self._sorted = (keys, row)
         keys, row = self._sorted
-        where = lookup_keys(keys, pack_occupations(occ).to(keys.device))
+        where = lookup_keys(keys, query.to(keys.device))
         if keys.shape[0] == 0:
             return where
         return torch.where(where >= 0, row[where.clamp(min=0)], where)

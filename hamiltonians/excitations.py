@@ -38,7 +38,8 @@ from hamiltonians.determinants import (
     pack_occupations,
 )
 
-__all__ = ["KernelTensors", "diagonal", "connected_chunk", "screened_chunk", "n_excitations"]
+__all__ = ["KernelTensors", "ExcitationClass", "excitation_classes", "diagonal", "connected_chunk", "screened_chunk",
+           "n_excitations"]
 
 
 #: Entries with ``|value| <= LIST_CUTOFF`` (round-off where symmetry makes an integral vanish)
@@ -175,22 +176,34 @@ def _parity4(cum, i, j, a, b):
     ).long() + (b < a).long()
 
 
-def connected_chunk(
-    kt: KernelTensors, occ: torch.Tensor, *, eps: float = 0.0, check: bool = True
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """All off-diagonal connections of one chunk of determinants ``occ[b, 2N]``.
+@dataclass
+class ExcitationClass:
+    """One kind of excitation ``x' = E x`` of every row of a chunk ``occ[b, 2N]``.
 
-    Returns ``(keys[M, W], values[M], rows[M])``: the packed key of ``x'``, ``<x'|H|x>``
-    (= ``H_{x x'}``, real symmetric), and the row of ``x`` in ``occ``. Elements with
-    ``|value| <= eps`` are dropped. Memory is ``O(b * n_excitations)``; the caller chunks.
+    ``E = a+_a a_i`` (``kind = "single"``, spin ``spin[0]``) or ``E = a+_a a+_b a_j a_i``
+    (``"double"``: ``i, a`` of spin ``spin[0]``, ``j, b`` of spin ``spin[1]``; a same-spin
+    double has ``i < j``, ``a < b``). Spatial indices ``i, a, j, b`` are int64 ``[b, E]``
+    (``j, b`` are ``None`` for singles); ``parity[b, E]``: ``<x'|E|x> = (-1)^parity``;
+    ``flips[b, E, W]``: the packed bits that ``E`` flips (``key(x') = key(x) ^ flips``).
     """
-    occ = as_occupation(occ, 2 * kt.n_orbitals).to(kt.device)
-    if check:
-        _check_counts(kt, occ)
+
+    kind: str
+    spin: tuple
+    i: torch.Tensor
+    a: torch.Tensor
+    j: torch.Tensor | None
+    b: torch.Tensor | None
+    parity: torch.Tensor
+    flips: torch.Tensor
+
+
+def excitation_classes(kt: KernelTensors, occ: torch.Tensor) -> list[ExcitationClass]:
+    """Every spin-conserving single and double excitation of the rows of ``occ[b, 2N]``
+    (already on ``kt``'s device, checked), in a fixed order: alpha singles, beta singles,
+    alpha-alpha doubles, beta-beta doubles, alpha-beta doubles. Memory ``O(b * n_excitations)``."""
     b, n = occ.shape[0], kt.n_orbitals
     t = kt.templates
     cum = exclusive_cumsum(occ)
-    xkey = pack_occupations(occ)  # [b, W]
     spin_bits = (occ[:, 0::2], occ[:, 1::2])
     counts = (kt.n_alpha, kt.n_beta)
     occ_l, vir_l = [], []
@@ -198,52 +211,70 @@ def connected_chunk(
         sb, ne = spin_bits[s], counts[s]
         occ_l.append(torch.nonzero(sb)[:, 1].reshape(b, ne))
         vir_l.append(torch.nonzero(sb == 0)[:, 1].reshape(b, n - ne))
-    nt = (spin_bits[0].to(kt.dtype) + spin_bits[1].to(kt.dtype))
-    jpart = kt.h_flat + nt @ kt.jt  # [b, N*N]
-
-    vals, flips, singles = [], [], []
+    out = []
     for s in (0, 1):
         i = occ_l[s][:, t[f"s_o{s}"]]
         a = vir_l[s][:, t[f"s_v{s}"]]
-        fock = jpart - spin_bits[s].to(kt.dtype) @ kt.kt
-        v = fock.gather(1, a * n + i)
         si, sa = 2 * i + s, 2 * a + s
-        par = _parity2(cum, si, sa)
-        flip = kt.bits[si] | kt.bits[sa]
-        singles.append((i, a, par, flip))
-        vals.append(torch.where(par & 1 == 1, -v, v))
-        flips.append(flip)
-    del jpart
+        out.append(ExcitationClass("single", (s,), i, a, None, None, _parity2(cum, si, sa),
+                                   kt.bits[si] | kt.bits[sa]))
     for s in (0, 1):
         if t[f"d_o{s}"].numel() == 0:
             continue
         oo, vv = t[f"d_o{s}"], t[f"d_v{s}"]
         i, j = occ_l[s][:, oo[:, 0]], occ_l[s][:, oo[:, 1]]
         a, bb = vir_l[s][:, vv[:, 0]], vir_l[s][:, vv[:, 1]]
-        v = kt.w_flat.take(((a * n + i) * n + bb) * n + j)
         si, sj, sa, sb_ = 2 * i + s, 2 * j + s, 2 * a + s, 2 * bb + s
-        par = _parity4(cum, si, sj, sa, sb_)
-        vals.append(torch.where(par & 1 == 1, -v, v))
-        flips.append(kt.bits[si] | kt.bits[sj] | kt.bits[sa] | kt.bits[sb_])
-    (ia, aa, pa, fa), (jb, bb, pb, fb) = singles
-    if ia.shape[1] and jb.shape[1]:
+        out.append(ExcitationClass("double", (s, s), i, a, j, bb, _parity4(cum, si, sj, sa, sb_),
+                                   kt.bits[si] | kt.bits[sj] | kt.bits[sa] | kt.bits[sb_]))
+    alpha, beta = out[0], out[1]
+    sa_, sb_ = alpha.i.shape[1], beta.i.shape[1]
+    if sa_ and sb_:
         # opposite-spin doubles = (alpha single) x (beta single), broadcast [b, Sa, Sb]:
         # parity = P_alpha + P_beta + [lo <= J < hi] + [lo <= B < hi], lo/hi = min/max(I, A)
-        lo, hi = torch.minimum(ia, aa)[:, :, None], torch.maximum(ia, aa)[:, :, None]
-        jj, bv = jb[:, None, :], bb[:, None, :]
-        cross = ((jj >= lo) & (jj < hi)) ^ ((bv >= lo) & (bv < hi))
-        par = (pa[:, :, None] + pb[:, None, :]) ^ cross.long()
-        idx = ((aa * n + ia) * (n * n))[:, :, None] + (bb * n + jb)[:, None, :]
-        v = kt.eri_flat.take(idx)
-        vals.append(torch.where(par & 1 == 1, -v, v).reshape(b, -1))
-        flips.append((fa[:, :, None, :] ^ fb[:, None, :, :]).reshape(b, -1, fa.shape[-1]))
+        ia, aa, jb, bv = alpha.i[:, :, None], alpha.a[:, :, None], beta.i[:, None, :], beta.a[:, None, :]
+        lo, hi = torch.minimum(ia, aa), torch.maximum(ia, aa)
+        cross = ((jb >= lo) & (jb < hi)) ^ ((bv >= lo) & (bv < hi))
+        par = (alpha.parity[:, :, None] + beta.parity[:, None, :]) ^ cross.long()
+        shape = (b, sa_, sb_)
+        flips = (alpha.flips[:, :, None, :] ^ beta.flips[:, None, :, :]).reshape(b, sa_ * sb_, -1)
+        out.append(ExcitationClass("double", (0, 1), *(x.expand(shape).reshape(b, -1) for x in (ia, aa, jb, bv)),
+                                   par.reshape(b, -1), flips))
+    return out
 
+
+def connected_chunk(
+    kt: KernelTensors, occ: torch.Tensor, *, eps: float = 0.0, check: bool = True
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """All off-diagonal connections of one chunk of determinants ``occ[b, 2N]``.
+
+    Returns ``(keys[M, W], values[M], rows[M])``: the packed key of ``x'``, ``<x'|H|x>``
+    (= ``H_{x x'}``, real symmetric), and the row of ``x`` in ``occ``, row by row in the order
+    of :func:`excitation_classes`. Elements with ``|value| <= eps`` are dropped (``eps < 0``
+    keeps all, zeros included). Memory is ``O(b * n_excitations)``; the caller chunks.
+    """
+    occ = as_occupation(occ, 2 * kt.n_orbitals).to(kt.device)
+    if check:
+        _check_counts(kt, occ)
+    b, n = occ.shape[0], kt.n_orbitals
+    nt = occ[:, 0::2].to(kt.dtype) + occ[:, 1::2].to(kt.dtype)
+    jpart = kt.h_flat + nt @ kt.jt  # [b, N*N]
+    vals, flips = [], []
+    for c in excitation_classes(kt, occ):
+        if c.kind == "single":   # F^s_AI(x) = h_AI + sum_K n_K (AI|KK) - sum_K n^s_K (AK|KI)
+            fock = jpart - occ[:, c.spin[0]::2].to(kt.dtype) @ kt.kt
+            v = fock.gather(1, c.a * n + c.i)
+        else:   # (ai|bj) - (aj|bi), the exchange part zero between opposite spins
+            table = kt.w_flat if c.spin[0] == c.spin[1] else kt.eri_flat
+            v = table.take(((c.a * n + c.i) * n + c.b) * n + c.j)
+        vals.append(torch.where(c.parity & 1 == 1, -v, v))
+        flips.append(c.flips)
     w = n_words(2 * n)
     if not vals:
         empty = torch.empty(0, dtype=torch.int64, device=kt.device)
         return empty.reshape(0, w), torch.empty(0, dtype=kt.dtype, device=kt.device), empty
     values = torch.cat(vals, dim=1)  # [b, E]
-    keys = xkey[:, None, :] ^ torch.cat(flips, dim=1)  # [b, E, W]
+    keys = pack_occupations(occ)[:, None, :] ^ torch.cat(flips, dim=1)  # [b, E, W]
     mask = values.abs() > eps
     rows = torch.arange(b, device=kt.device)[:, None].expand_as(values)
     return keys[mask], values[mask], rows[mask]

@@ -120,6 +120,11 @@ class MolecularHamiltonian:
         return n_excitations(self._kernel)
 
     @property
+    def kernel_tensors(self) -> KernelTensors:
+        """The PyTorch kernel's precomputed tensors (:class:`hamiltonians.excitations.KernelTensors`)."""
+        return self._kernel
+
+    @property
     def device(self) -> torch.device:
         return self.h1.device
 

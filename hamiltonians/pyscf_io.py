@@ -20,7 +20,7 @@ import torch
 
 from hamiltonians.molecular import MolecularHamiltonian
 
-__all__ = ["from_pyscf", "build_molecule", "run_scf", "integrals_from_scf"]
+__all__ = ["from_pyscf", "build_molecule", "run_scf", "integrals_from_scf", "to_pyscf_ci", "from_pyscf_ci"]
 
 logger = logging.getLogger(__name__)
 
@@ -185,3 +185,41 @@ def from_pyscf(
         nact, na, nb, constant, torch.from_numpy(np.ascontiguousarray(h1)),
         torch.from_numpy(np.ascontiguousarray(eri)), source=source,
     )
+
+
+def _ci_signs(occ, n: int, n_alpha: int, n_beta: int):
+    """For determinants ``occ[D, 2N]``: the PySCF string indices ``(ia, ib)`` of each and the sign
+    that maps PySCF's order (every alpha creator before every beta one) onto the interleaved one
+    (one transposition per alpha ``i`` and beta ``j`` with ``j < i``)."""
+    from pyscf.fci import cistring
+
+    occ = np.asarray(occ, dtype=np.int64)
+    alpha, beta = occ[:, 0::2], occ[:, 1::2]
+    powers = 1 << np.arange(n, dtype=np.int64)
+    ia = cistring.strs2addr(n, n_alpha, alpha @ powers)
+    ib = cistring.strs2addr(n, n_beta, beta @ powers)
+    beta_below = np.cumsum(beta, axis=1) - beta   # beta electrons below each orbital
+    sign = 1 - 2 * ((alpha * beta_below).sum(1) % 2)
+    return ia, ib, sign
+
+
+def to_pyscf_ci(occ, amplitudes, n: int, n_alpha: int, n_beta: int) -> np.ndarray:
+    """A PySCF FCI vector ``ci[n_alpha_strings, n_beta_strings]`` (``pyscf.fci``'s layout) from
+    amplitudes ``[D]`` over determinants ``occ[D, 2N]`` in this package's interleaved Jordan–Wigner
+    order (docs/design.md §1); determinants not given are 0."""
+    from pyscf.fci import cistring
+
+    amplitudes = np.asarray(amplitudes)
+    ia, ib, sign = _ci_signs(occ, n, n_alpha, n_beta)
+    ci = np.zeros((cistring.num_strings(n, n_alpha), cistring.num_strings(n, n_beta)), dtype=amplitudes.dtype)
+    ci[ia, ib] = sign * amplitudes
+    return ci
+
+
+def from_pyscf_ci(ci, occ, n: int, n_alpha: int, n_beta: int) -> np.ndarray:
+    """The amplitudes ``[D]`` of determinants ``occ[D, 2N]`` (interleaved order) in a PySCF FCI
+    vector ``ci``: the inverse of :func:`to_pyscf_ci` on those determinants."""
+    from pyscf.fci import cistring
+
+    ia, ib, sign = _ci_signs(occ, n, n_alpha, n_beta)
+    return sign * np.asarray(ci).reshape(cistring.num_strings(n, n_alpha), -1)[ia, ib]

@@ -8,32 +8,19 @@ from hamiltonians import local_energy
 from hamiltonians.amplitudes import AmplitudeTable
 from hamiltonians.determinants import enumerate_determinants, pack_occupations
 from hamiltonians.exact import ground_state
+from hamiltonians.pyscf_io import from_pyscf_ci
 
 
 def _pyscf_fci_vector(H, name):
     """PySCF FCI (exact: dense diagonalisation of the determinant space) mapped onto ``dets``."""
     from pyscf import fci
-    from pyscf.fci import cistring
 
     n, na, nb = H.n_orbitals, H.n_alpha, H.n_beta
     solver = fci.direct_spin1.FCI()
     solver.pspace_size = H.n_determinants + 1  # direct diagonalisation, no Davidson residual
     e, ci = solver.kernel(H.h1.numpy(), H.eri.numpy(), n, (na, nb), ecore=H.constant)
     dets = enumerate_determinants(n, na, nb)
-    astr = [int(s) for s in cistring.make_strings(range(n), na)]
-    bstr = [int(s) for s in cistring.make_strings(range(n), nb)]
-    aidx = {s: k for k, s in enumerate(astr)}
-    bidx = {s: k for k, s in enumerate(bstr)}
-    amp = np.empty(len(dets))
-    for row, d in enumerate(dets.tolist()):
-        a_occ = [i for i in range(n) if d[2 * i]]
-        b_occ = [i for i in range(n) if d[2 * i + 1]]
-        sa, sb = sum(1 << i for i in a_occ), sum(1 << i for i in b_occ)
-        # PySCF orders all alpha creators before all beta ones; interleaving them costs one
-        # transposition per (alpha i, beta j) pair with j < i.
-        sign = (-1) ** sum(1 for i in a_occ for j in b_occ if j < i)
-        amp[row] = sign * ci[aidx[sa], bidx[sb]]
-    return e, amp, dets
+    return e, from_pyscf_ci(ci, dets, n, na, nb), dets
 
 
 def _lookup_fn(dets, amp, dtype=torch.complex128):

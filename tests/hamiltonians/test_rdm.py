@@ -1,0 +1,212 @@
+"""Local RDM estimators against PySCF's ``make_rdm12s`` of the same vector, and the energy from them."""
+
+import numpy as np
+import pytest
+import torch
+
+from hamiltonians import local_energy
+from hamiltonians.determinants import enumerate_determinants, pack_occupations
+from hamiltonians.exact import ground_state
+from hamiltonians.molecular import permute_orbitals
+from hamiltonians.pyscf_io import from_pyscf_ci, to_pyscf_ci
+from hamiltonians.rdm import (RDM_NAMES, functional_from_moments, local_rdms, rdm_moments, rdms_from_moments,
+                              reference_rdms, spin_square_coefficients)
+from tests.systems import random_hamiltonian
+
+
+def _random_state(n, na, nb, seed=0):
+    dets = enumerate_determinants(n, na, nb)
+    g = torch.Generator().manual_seed(seed)
+    amp = torch.complex(torch.randn(len(dets), generator=g, dtype=torch.float64),
+                        torch.randn(len(dets), generator=g, dtype=torch.float64))
+    return dets, amp / amp.norm()
+
+
+def _log_psi_fn(dets, amp):
+    table = dict(zip(pack_occupations(dets)[:, 0].tolist(), amp.tolist()))
+
+    def fn(occ):
+        return torch.tensor([table[k] for k in pack_occupations(occ)[:, 0].tolist()], dtype=torch.complex128).log()
+
+    return fn
+
+
+def _assert_equal(got, ref, tol=1e-12):
+    for name in RDM_NAMES:
+        err = np.abs(getattr(got, name) - getattr(ref, name)).max()
+        assert err < tol, (name, err)
+
+
+def _dense_energy(H, dets, amp):
+    from hamiltonians.exact import hamiltonian_matrix
+
+    mat, order = hamiltonian_matrix(H, dets)
+    assert torch.equal(order, dets)
+    v = amp.numpy()
+    return float((v.conj() @ (mat @ v)).real)
+
+
+def test_pyscf_ci_round_trip_and_sign_against_the_fci_vector(molecules):
+    H = molecules("H2O")
+    e, vec, dets = ground_state(H)
+    ci = to_pyscf_ci(dets, vec, H.n_orbitals, H.n_alpha, H.n_beta)
+    from pyscf import fci
+
+    # the vector mapped into PySCF's layout is PySCF's eigenvector: its energy is E_FCI
+    h2 = fci.direct_spin1.absorb_h1e(H.h1.numpy(), H.eri.numpy(), H.n_orbitals, (H.n_alpha, H.n_beta), 0.5)
+    hc = fci.direct_spin1.contract_2e(h2, ci, H.n_orbitals, (H.n_alpha, H.n_beta))
+    assert abs(float(np.vdot(ci, hc)) + H.constant - e) < 1e-10
+    assert np.array_equal(from_pyscf_ci(ci, dets, H.n_orbitals, H.n_alpha, H.n_beta), vec)
+
+
+@pytest.mark.parametrize("shape", [(5, 2, 2), (5, 3, 1), (6, 3, 2)])
+def test_exact_mode_over_the_space_equals_pyscf(shape):
+    n, na, nb = shape
+    H = random_hamiltonian(n, na, nb, seed=n + na)
+    dets, amp = _random_state(n, na, nb, seed=na)
+    ref = reference_rdms(H, dets, amp.numpy())
+    got = local_rdms(H, dets, amp.abs() ** 2, _log_psi_fn(dets, amp), mode="exact")
+    _assert_equal(got, ref)
+    assert abs(got.energy(H.h1, H.eri, H.constant) - _dense_energy(H, dets, amp)) < 1e-10
+    assert np.allclose(got.dm1, got.dm1.T, atol=1e-14)
+    assert np.allclose(got.dm2, got.dm2.transpose(1, 0, 3, 2), atol=1e-14)
+    assert abs(np.trace(got.dm1) - (na + nb)) < 1e-12
+
+
+def test_exact_mode_evaluates_what_the_samples_lack_and_truncated_zero_is_exact():
+    """Half the space as samples (|psi|^2 weights): the other half enters through log_psi_fn."""
+    H = random_hamiltonian(5, 2, 2, seed=3)
+    dets, amp = _random_state(5, 2, 2, seed=4)
+    half = torch.arange(0, len(dets), 2)
+    w = amp.abs() ** 2
+    ref = reference_rdms(H, dets, amp.numpy())
+    # the estimator over half the space with the exact weights of the whole is not the RDM, but
+    # plus the other half's share it is: the moments add over any partition of the samples
+    fn = _log_psi_fn(dets, amp)
+    rest = torch.arange(1, len(dets), 2)
+    for mode, threshold in (("exact", 0.0), ("truncated", 0.0)):
+        m1 = rdm_moments(H, dets[half], w[half], fn, mode=mode, threshold=threshold, errors=False)
+        m2 = rdm_moments(H, dets[rest], w[rest], fn, mode=mode, threshold=threshold, errors=False)
+        total = {k: (m1[k][0] + m2[k][0], m1[k][1]) for k in m1}
+        _assert_equal(rdms_from_moments(total, 5), ref)
+
+
+@pytest.mark.parametrize("threshold", [float("inf"), 1e9])
+def test_sampled_mode_is_the_state_projected_on_the_samples(threshold):
+    """With |psi|^2 renormalised on S, the sampled mode gives the RDMs of P_S psi exactly, and a
+    truncated mode whose cut nothing passes equals it."""
+    H = random_hamiltonian(6, 3, 2, seed=5)
+    dets, amp = _random_state(6, 3, 2, seed=6)
+    subset = torch.randperm(len(dets), generator=torch.Generator().manual_seed(0))[: len(dets) // 3]
+    occ, a = dets[subset], amp[subset]
+    w = a.abs() ** 2 / (a.abs() ** 2).sum()
+    ref = reference_rdms(H, occ, a.numpy())
+    _assert_equal(local_rdms(H, occ, w, log_psi_x=a.log(), mode="sampled"), ref)
+    _assert_equal(local_rdms(H, occ, w, _log_psi_fn(dets, amp), log_psi_x=a.log(), mode="truncated",
+                             threshold=threshold), ref)
+
+
+def test_sample_by_sample_the_local_rdms_give_the_local_energy():
+    H = random_hamiltonian(6, 3, 2, seed=7)
+    dets, amp = _random_state(6, 3, 2, seed=8)
+    fn = _log_psi_fn(dets, amp)
+    rows = torch.tensor([0, 5, 17, 60, len(dets) - 1])
+    e_loc = local_energy(H, dets[rows], fn, mode="exact", eps=0.0).e_loc
+    for k, row in enumerate(rows.tolist()):
+        one_hot = torch.zeros(len(rows), dtype=torch.float64)
+        one_hot[k] = 1.0
+        local = local_rdms(H, dets[rows], one_hot, fn, mode="exact")
+        assert abs(local.energy(H.h1, H.eri, H.constant) - float(e_loc[k].real)) < 1e-10, row
+
+
+def test_rdms_come_back_in_the_molecules_orbital_order(molecules):
+    H = molecules("LiH")
+    order = [3, 0, 5, 1, 4, 2]
+    Hp = permute_orbitals(H, order)
+    _, vec, dets = ground_state(H)
+    _, vec_p, dets_p = ground_state(Hp)
+    ref = reference_rdms(H, dets, vec)
+    live = np.abs(vec_p) > 0   # the samples of a state are where it is not zero
+    amp = torch.from_numpy(vec_p[live])
+    got = local_rdms(Hp, dets_p[torch.from_numpy(live)], amp ** 2, log_psi_x=amp.to(torch.complex128).log(),
+                     mode="sampled").reordered(order)
+    _assert_equal(got, ref, tol=1e-10)
+    assert abs(got.energy(H.h1, H.eri, H.constant) - ground_state(H)[0]) < 1e-10
+
+
+def test_standard_errors_cover_the_exact_rdms():
+    """Multinomial draws from |psi|^2 with count weights: the elements' z-scores have mean square
+    near 1 and none is extreme (a wrong variance fails one or the other)."""
+    H = random_hamiltonian(5, 2, 2, seed=9)
+    dets, amp = _random_state(5, 2, 2, seed=10)
+    probs = amp.abs() ** 2
+    n = 4000
+    counts = torch.distributions.Multinomial(n, probs=probs).sample()  # seeded below
+    ref = reference_rdms(H, dets, amp.numpy())
+    zs = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        counts = torch.distributions.Multinomial(n, probs=probs).sample()
+        keep = counts > 0
+        got = local_rdms(H, dets[keep], counts[keep] / n, _log_psi_fn(dets, amp), mode="exact", n_samples=n)
+        for name in ("dm1a", "dm2ab", "dm2"):
+            err = got.stderr[name]
+            live = err > 1e-9
+            zs.append(((getattr(got, name) - getattr(ref, name))[live] / err[live]).ravel())
+    z = np.concatenate(zs)
+    assert len(z) > 500
+    assert np.abs(z).max() < 5.5
+    assert 0.6 < float(np.mean(z ** 2)) < 1.5
+
+
+def test_bad_arguments_are_named():
+    H = random_hamiltonian(4, 2, 1)
+    dets, amp = _random_state(4, 2, 1)
+    with pytest.raises(ValueError, match="mode"):
+        local_rdms(H, dets, amp.abs() ** 2, log_psi_x=amp.log(), mode="semistochastic")
+    with pytest.raises(ValueError, match="weights"):
+        local_rdms(H, dets, torch.ones(3), log_psi_x=amp.log())
+    with pytest.raises(ValueError, match="outside"):
+        local_rdms(H, dets[:3], torch.ones(3) / 3, log_psi_x=amp[:3].log(), mode="exact")
+
+
+@pytest.mark.parametrize("shape", [(5, 2, 2), (5, 3, 1), (4, 3, 3)])
+def test_spin_square_equals_pyscf(shape):
+    from pyscf import fci
+
+    n, na, nb = shape
+    H = random_hamiltonian(n, na, nb, seed=11)
+    dets, amp = _random_state(n, na, nb, seed=12)
+    amp = amp.real / amp.real.norm()
+    got = local_rdms(H, dets, amp ** 2, log_psi_x=amp.to(torch.complex128).log(), mode="sampled")
+    ci = to_pyscf_ci(dets, amp.numpy(), n, na, nb)
+    ss, _ = fci.spin_op.spin_square0(ci, n, (na, nb))
+    assert abs(got.spin_square() - ss) < 1e-10
+    occupations, orbitals = got.natural_orbitals()
+    assert abs(occupations.sum() - (na + nb)) < 1e-10 and np.all(np.diff(occupations) <= 1e-12)
+    assert np.allclose(orbitals @ np.diag(occupations) @ orbitals.T, got.dm1, atol=1e-12)
+
+
+def test_a_functional_summed_per_sample_equals_it_from_the_rdms_and_has_its_error():
+    H = random_hamiltonian(5, 2, 2, seed=13)
+    dets, amp = _random_state(5, 2, 2, seed=14)
+    torch.manual_seed(1)
+    n = 3000
+    counts = torch.distributions.Multinomial(n, probs=amp.abs() ** 2).sample()
+    keep = counts > 0
+    fn = _log_psi_fn(dets, amp)
+    coef = spin_square_coefficients(5)
+    moments = rdm_moments(H, dets[keep], counts[keep] / n, fn, functionals={"s2": coef})
+    value, error = functional_from_moments(moments, "s2", n)
+    rdms = rdms_from_moments(moments, 5, n)
+    assert abs(value - rdms.spin_square()) < 1e-10
+    # the per-sample S^2 from dense local RDMs: its spread is the functional's error
+    rows = torch.nonzero(keep).flatten()
+    local = []
+    for k in range(len(rows)):
+        one_hot = torch.zeros(len(rows), dtype=torch.float64)
+        one_hot[k] = 1.0
+        local.append(local_rdms(H, dets[rows], one_hot, fn).spin_square())
+    local = np.array(local)
+    w = (counts[keep] / n).numpy()
+    assert abs(np.sqrt((w * (local - value) ** 2).sum() / n) - error) < 1e-10
