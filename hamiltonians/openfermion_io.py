@@ -15,7 +15,7 @@ import torch
 
 from hamiltonians.molecular import MolecularHamiltonian
 
-__all__ = ["from_openfermion", "to_openfermion"]
+__all__ = ["to_interaction_rdm", "from_openfermion", "to_openfermion"]
 
 logger = logging.getLogger(__name__)
 
@@ -110,3 +110,20 @@ def from_openfermion(obj, *, n_alpha: int | None = None, n_beta: int | None = No
     if isinstance(obj, InteractionOperator):
         return _from_interaction(obj, n_alpha, n_beta, tol)
     raise TypeError(f"expected InteractionOperator or MolecularData, got {type(obj).__name__}")
+
+
+def to_interaction_rdm(rdms):
+    """``openfermion.InteractionRDM`` on ``2N`` spin orbitals (even alpha, odd beta) from
+    :class:`hamiltonians.rdm.RDMs`: ``one_body[P, Q] = <a+_P a_Q>``, ``two_body[P, Q, R, S] =
+    <a+_P a+_Q a_R a_S>``, so that ``expectation(to_openfermion(H))`` is the energy."""
+    from openfermion import InteractionRDM
+
+    n = rdms.n_orbitals
+    one = np.zeros((n, 2, n, 2))
+    one[:, 0, :, 0], one[:, 1, :, 1] = rdms.dm1a.T, rdms.dm1b.T
+    two = np.zeros((n, 2, n, 2, n, 2, n, 2))
+    blocks = {(0, 0): rdms.dm2aa, (0, 1): rdms.dm2ab, (1, 0): rdms.dm2ab.transpose(2, 3, 0, 1), (1, 1): rdms.dm2bb}
+    for (s, t), d in blocks.items():   # d[p, q, r, u] = <a+_ps a+_rt a_ut a_qs>
+        two[:, s, :, t, :, t, :, s] = np.einsum("psqr->pqrs", d)
+        two[:, s, :, t, :, s, :, t] = -np.einsum("prqs->pqrs", d)
+    return InteractionRDM(one.reshape(2 * n, 2 * n), two.reshape((2 * n,) * 4))

@@ -364,6 +364,7 @@ def reference_rdms(H, occ: torch.Tensor, amplitudes) -> RDMs:
 
     n, na, nb = H.n_orbitals, H.n_alpha, H.n_beta
     c = np.asarray(amplitudes)
+    c = c.astype(np.complex128 if np.iscomplexobj(c) else np.float64)   # PySCF's kernels read float64
     c = c / np.linalg.norm(c)
     parts = [to_pyscf_ci(occ, c.real, n, na, nb)]
     if np.iscomplexobj(c):

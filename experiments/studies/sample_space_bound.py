@@ -108,19 +108,10 @@ def main(argv=None) -> dict:
 
 def trained_network(run_dir: str):
     """The system and the network of a run folder (its checkpoint and saved integrals)."""
-    from pathlib import Path
+    from nnqs.app.trained import load_trained
 
-    from experiments.common import config_of_result
-    from nnqs.app.io import load_checkpoint
-    from nnqs.app.system import build_model, run_system
-
-    state = load_checkpoint(Path(run_dir) / "checkpoint.pt", map_location="cpu")
-    config = config_of_result(state)
-    system = run_system(config.molecule, Path(run_dir), resume=True, save=False, references=False)
-    model = build_model(config.model, system)
-    model.load_state_dict(state["trainer"]["model"])
-    model.eval()
-    return system, model, f"the network of {run_dir} after step {state['trainer']['step']}"
+    trained = load_trained(run_dir)
+    return trained.system, trained.model, f"the network of {run_dir} after step {trained.step}"
 
 
 if __name__ == "__main__":

@@ -75,41 +75,42 @@ def _build_parser() -> argparse.ArgumentParser:
     reference.add_argument("target", help="a run folder (of nnqs run), a CONFIG.toml or an FCIDUMP file")
     reference.add_argument("--threads", type=int, default=0, help="CPU threads (default: PyTorch's)")
 
-    analyse = sub.add_parser("analyse", help="split a trained run's error into amplitude and sign parts (small systems)")
-    analyse.add_argument("run_dir", help="an output folder of nnqs run (reads checkpoint.pt, writes analysis.json)")
+    analyse = sub.add_parser("analyse", help="a trained run's RDMs, <S^2> and natural occupations; on small systems "
+                                             "its error split into amplitude and sign parts")
+    analyse.add_argument("run_dir", help="an output folder of nnqs run (reads checkpoint.pt; writes analysis.json, "
+                                         "rdms.npz, natural_occupations.png, and adds the observables to result.json)")
+    analyse.add_argument("--samples", type=int, default=None,
+                         help="estimate the RDMs from this many draws (default: the whole space up to 2e5 "
+                              "determinants, else 1e5 draws)")
     return parser
 
 
 def _analyse(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from nnqs.app.io import load_checkpoint, write_json
-    from nnqs.app.runconfig import ConfigError, config_from_dict
-    from nnqs.app.system import build_model, run_system
-    from nnqs.training.analysis import analyse_state, format_analysis
+    from nnqs.app.io import write_json
+    from nnqs.app.properties import format_properties, run_properties
+    from nnqs.app.runconfig import ConfigError
+    from nnqs.app.trained import load_trained
+    from nnqs.training.analysis import MAX_DETERMINANTS, analyse_state, format_analysis
 
-    path = Path(args.run_dir) / "checkpoint.pt"
     try:
-        if not path.is_file():
-            raise ConfigError(f"{path}: no checkpoint (run `nnqs run ... --out {args.run_dir}` first)")
-        state = load_checkpoint(path, map_location="cpu")
-        try:
-            # [molecule] and [model] are all it needs (a checkpoint of an older layout has other tables)
-            config = config_from_dict({k: state["config"][k] for k in ("molecule", "model") if k in state["config"]})
-            weights = state["trainer"]["model"]
-        except (KeyError, TypeError) as error:
-            raise ConfigError(f"{path}: not a complete nnqs checkpoint (missing {error})") from None
-        system = run_system(config.molecule, Path(args.run_dir), resume=True, save=False, references=False)
-        model = build_model(config.model, system)
-        model.load_state_dict(weights)
-        analysis = analyse_state(model, system.hamiltonian, system.hf_occupation)
+        trained = load_trained(args.run_dir)
+        system, model = trained.system, trained.model
+        analysis = None
+        if system.hamiltonian.n_determinants <= MAX_DETERMINANTS:
+            analysis = analyse_state(model, system.hamiltonian, system.hf_occupation)
+        observables = run_properties(trained, args.run_dir, n_samples=args.samples)
     except (ConfigError, ValueError, RuntimeError) as error:  # CheckpointError is a ValueError
         return _bad_input(error)
     except OSError as error:
         return _bad_input(_os_message(error))
-    write_json(Path(args.run_dir) / "analysis.json", analysis.to_dict())
-    print(f"{config.molecule.name} after step {state['trainer']['step']}:")
-    print(format_analysis(analysis))
+    summary = {**(analysis.to_dict() if analysis else {}), "observables": observables.to_dict()}
+    write_json(Path(args.run_dir) / "analysis.json", summary)
+    print(f"{trained.config.molecule.name} after step {trained.step}:")
+    if analysis:
+        print(format_analysis(analysis))
+    print(format_properties(observables))
     return EXIT_OK
 
 

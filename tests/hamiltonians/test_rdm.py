@@ -210,3 +210,24 @@ def test_a_functional_summed_per_sample_equals_it_from_the_rdms_and_has_its_erro
     local = np.array(local)
     w = (counts[keep] / n).numpy()
     assert abs(np.sqrt((w * (local - value) ** 2).sum() / n) - error) < 1e-10
+
+
+def test_openfermion_interaction_rdm_gives_the_energy_and_openfermions_own_rdm():
+    from openfermion import FermionOperator, get_sparse_operator, jordan_wigner
+
+    from hamiltonians.openfermion_io import to_interaction_rdm, to_openfermion
+
+    H = random_hamiltonian(4, 2, 1, seed=15)
+    dets, amp = _random_state(4, 2, 1, seed=16)
+    rdms = local_rdms(H, dets, amp.abs() ** 2, _log_psi_fn(dets, amp), mode="exact")
+    rdm = to_interaction_rdm(rdms)
+    assert abs(rdm.expectation(to_openfermion(H)) - rdms.energy(H.h1, H.eri, H.constant)) < 1e-10
+    # two elements against the state vector in OpenFermion's own basis (spin orbital p is qubit p)
+    vec = np.zeros(2 ** 8, dtype=complex)
+    for d, a in zip(dets.tolist(), amp.tolist()):
+        vec[int("".join(str(b) for b in d), 2)] = a
+    for term, got in ((((0, 1), (2, 0)), rdm.one_body_tensor[0, 2]),
+                      (((1, 1), (3, 1), (5, 0), (1, 0)), rdm.two_body_tensor[1, 3, 5, 1])):
+        op = get_sparse_operator(jordan_wigner(FermionOperator(term) + FermionOperator(term).__class__(
+            tuple((i, 1 - k) for i, k in reversed(term)))), n_qubits=8)
+        assert abs(0.5 * (vec.conj() @ op @ vec).real - got) < 1e-10

@@ -19,6 +19,18 @@ def test_cli_analyse(tmp_path, monkeypatch):
     assert done.returncode == 0, done.stderr
     saved = json.loads((tmp_path / "h2" / "analysis.json").read_text())
     assert saved["energy"] == pytest.approx(result["energy_exact_variational"], abs=1e-9)
+    # the observables: energy from the RDMs (the whole space: no error bar), S^2 of a singlet,
+    # natural occupations summing to the electrons; merged into result.json; RDMs saved
+    observables = saved["observables"]
+    assert observables["energy"] == pytest.approx(result["energy_exact_variational"], abs=1e-6)
+    assert observables["energy_stderr"] == 0.0 and abs(observables["spin_square"]) < 0.05
+    assert sum(observables["natural_occupations"]) == pytest.approx(2.0, abs=1e-6)
+    assert json.loads((tmp_path / "h2" / "result.json").read_text())["observables"] == observables
+    import numpy as np
+
+    rdms = np.load(tmp_path / "h2" / "rdms.npz")
+    assert np.trace(rdms["dm1a"] + rdms["dm1b"]) == pytest.approx(2.0, abs=1e-6)
+    assert (tmp_path / "h2" / "natural_occupations.png").stat().st_size > 0
     # analyse reads the run's own integrals: shift their constant and the energies follow.
     shift_fcidump_value(tmp_path / "h2" / "hamiltonian.fcidump", (0, 0, 0, 0), 1.0)
     assert subprocess.run([sys.executable, "-m", "nnqs", "analyse", str(tmp_path / "h2")]).returncode == 0

@@ -1,0 +1,92 @@
+"""``nnqs analyse``'s observables of a trained run: RDMs (saved), ``<S^2>``, natural occupations
+(printed, plotted, in ``analysis.json`` and merged into ``result.json``).
+
+Outputs in the run folder: ``rdms.npz`` (``dm1a, dm1b, dm2aa, dm2ab, dm2bb`` and their
+``*_stderr``, PySCF's conventions, the molecule's own orbital order whatever the network's) and
+``natural_occupations.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from nnqs.app.io import atomic_write, write_json
+from nnqs.app.trained import TrainedRun
+from nnqs.training.observables import Observables, estimate_observables
+
+__all__ = ["run_properties", "format_properties", "EXACT_MAX_DETERMINANTS", "DEFAULT_SAMPLES"]
+
+log = logging.getLogger(__name__)
+
+#: Spaces up to this size are enumerated (exact RDMs of the network); larger ones are sampled.
+EXACT_MAX_DETERMINANTS = 200_000
+DEFAULT_SAMPLES = 100_000
+
+
+def run_properties(trained: TrainedRun, run_dir: str | Path, *, n_samples: int | None = None,
+                   mode: str = "exact") -> Observables:
+    """The observables of ``trained`` (:func:`nnqs.training.observables.estimate_observables`; the
+    whole space up to :data:`EXACT_MAX_DETERMINANTS` determinants unless ``n_samples`` is given),
+    their RDMs put back in the molecule's orbital order and written out (see the module)."""
+    run_dir = Path(run_dir)
+    H = trained.system.hamiltonian
+    if n_samples is None and H.n_determinants > EXACT_MAX_DETERMINANTS:
+        n_samples = DEFAULT_SAMPLES
+    observables = estimate_observables(trained.model, H, n_samples=n_samples, mode=mode)
+    observables.rdms = observables.rdms.reordered(trained.system.order)
+    rdms = observables.rdms
+    arrays = {name: getattr(rdms, name) for name in ("dm1a", "dm1b", "dm2aa", "dm2ab", "dm2bb")}
+    arrays.update({f"{k}_stderr": v for k, v in rdms.stderr.items()})
+
+    def write_npz(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            np.savez_compressed(f, **arrays)
+
+    atomic_write(run_dir / "rdms.npz", write_npz)
+    _plot_occupations(run_dir / "natural_occupations.png", observables, trained.config.molecule.name)
+    result_path = run_dir / "result.json"
+    if result_path.is_file():
+        result = json.loads(result_path.read_text())
+        result["observables"] = observables.to_dict()
+        write_json(result_path, result)
+    return observables
+
+
+def format_properties(o: Observables) -> str:
+    """Lines for the terminal."""
+    how = "exact enumeration" if o.n_samples is None else f"{o.n_samples} samples, {o.n_unique} unique"
+    occ = " ".join(f"{x:.4f}" for x in o.natural_occupations)
+    return "\n".join([
+        f"observables ({how}, {o.mode} local estimators, {o.seconds:.1f} s):",
+        f"  energy from the RDMs   {o.energy:.8f} +- {o.energy_stderr:.1e} Ha",
+        f"  <S^2>                  {o.spin_square:.4f} +- {o.spin_square_stderr:.4f}",
+        f"  natural occupations    {occ}",
+        "  RDMs in rdms.npz (PySCF's conventions, the molecule's orbital order)",
+    ])
+
+
+def _plot_occupations(path: Path, o: Observables, name: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    k = np.arange(1, len(o.natural_occupations) + 1)
+    ax.bar(k, o.natural_occupations, color="tab:blue")
+    ax.set_xlabel("natural orbital")
+    ax.set_ylabel("occupation")
+    ax.set_ylim(0, 2.05)
+    ax.set_title(f"{name}: natural occupations, <S^2> = {o.spin_square:.3f}")
+    fig.tight_layout()
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            fig.savefig(f, format="png", dpi=120)
+
+    atomic_write(path, write)
+    plt.close(fig)
