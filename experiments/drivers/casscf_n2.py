@@ -1,0 +1,66 @@
+"""CASCI and CASSCF (two-step) with nnqs as PySCF's active-space solver, against PySCF's FCI solver
+on the same active space: energies and wall times, saved as JSON.
+
+    python experiments/drivers/casscf_n2.py --basis cc-pvdz --cas 6 6 --steps 300 \
+        --out experiments/results/casscf/n2_ccpvdz_cas66.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import tempfile
+import time
+
+from experiments.common import save_results
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--geometry", default="N 0 0 0; N 0 0 1.0977")
+    parser.add_argument("--basis", default="cc-pvdz")
+    parser.add_argument("--cas", type=int, nargs=2, default=(6, 6), metavar=("NELEC", "NORB"))
+    parser.add_argument("--steps", type=int, default=300, help="VMC steps of the first solve")
+    parser.add_argument("--warm-steps", type=int, default=40, help="VMC steps of each warm-started solve")
+    parser.add_argument("--macro", type=int, default=15, help="CASSCF macro-iterations at most")
+    parser.add_argument("--workdir", default=None, help="where the solver's runs go (default: a temporary folder)")
+    parser.add_argument("--out", default="experiments/results/casscf/n2_ccpvdz_cas66.json")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+
+    from pyscf import gto, mcscf, scf
+
+    from nnqs.pyscf import casci, casscf
+
+    nelec, norb = args.cas
+    mol = gto.M(atom=args.geometry, basis=args.basis, verbose=0)
+    mf = scf.RHF(mol).run()
+    workdir = args.workdir or tempfile.mkdtemp(prefix="nnqs-casscf-")
+    settings = {"optim": {"steps": args.steps}, "run": {"threads": 1}}
+    rows = {}
+    for kind, exact_cls, ours in (("casci", mcscf.CASCI, casci), ("casscf", mcscf.CASSCF, casscf)):
+        began = time.perf_counter()
+        exact = exact_cls(mf, norb, nelec)
+        exact.verbose = 0
+        exact.kernel() if kind == "casci" else exact.mc2step()
+        exact_seconds = time.perf_counter() - began
+        began = time.perf_counter()
+        mc = ours(mf, norb, nelec, config=settings, workdir=f"{workdir}/{kind}", warm_steps=args.warm_steps)
+        mc.verbose = 4 if kind == "casscf" else 0
+        if kind == "casscf":
+            mc.max_cycle_macro = args.macro
+            mc.mc2step()
+        else:
+            mc.kernel()
+        seconds = time.perf_counter() - began
+        rows[kind] = {"e_fci_solver": float(exact.e_tot), "e_nnqs": float(mc.e_tot),
+                      "difference_mha": 1e3 * (float(mc.e_tot) - float(exact.e_tot)),
+                      "seconds_fci_solver": exact_seconds, "seconds_nnqs": seconds,
+                      "solver_calls": mc.fcisolver.calls, "converged": bool(mc.converged)}
+        logging.info("%s: nnqs %.8f, FCI solver %.8f, difference %.3f mHa, %.0f s", kind, mc.e_tot, exact.e_tot,
+                     rows[kind]["difference_mha"], seconds)
+    return save_results(args.out, rows, args=args, system=f"N2 / {args.basis}, CAS({nelec}, {norb})", workdir=workdir)
+
+
+if __name__ == "__main__":
+    main()
