@@ -20,7 +20,8 @@ import torch
 
 from hamiltonians.molecular import MolecularHamiltonian
 
-__all__ = ["from_pyscf", "build_molecule", "run_scf", "integrals_from_scf", "to_pyscf_ci", "from_pyscf_ci"]
+__all__ = ["from_pyscf", "build_molecule", "run_scf", "integrals_from_scf", "to_pyscf_ci", "from_pyscf_ci",
+           "dipole_operator"]
 
 logger = logging.getLogger(__name__)
 
@@ -185,6 +186,31 @@ def from_pyscf(
         nact, na, nb, constant, torch.from_numpy(np.ascontiguousarray(h1)),
         torch.from_numpy(np.ascontiguousarray(eri)), source=source,
     )
+
+
+def dipole_operator(geometry, basis: str, *, charge: int = 0, spin: int = 0, frozen_core: int = 0,
+                    active_space: tuple[int, int] | None = None, unit: str = "Angstrom", conv_tol: float = 1e-11):
+    """The dipole moment as a function of the active 1-RDM, for the orbitals :func:`from_pyscf`
+    builds from the same arguments (the SCF is rerun)::
+
+        mu_k = constant[k] - sum_pq r[k, p, q] dm1[p, q]     (a.u., origin at 0)
+
+    ``constant``: the nuclei's dipole minus the doubly occupied core's; ``r[k]``: ``<p|r_k|q>``
+    over the active orbitals. Returns ``(constant [3], r [3, nact, nact], h1 [nact, nact])``, the
+    last the active one-electron integrals, for the caller to check that these orbitals are the
+    ones it trained on (an orbital of the other sign, or another rotation of a degenerate pair,
+    changes it)."""
+    mol = build_molecule(geometry, basis, charge=charge, spin=spin, unit=unit)
+    ncore, nact, _, _ = _resolve_window(mol.nao_nr(), mol.nelectron, mol.spin, frozen_core, active_space)
+    mf = run_scf(mol, conv_tol=conv_tol)
+    _, h1, _ = integrals_from_scf(mf, ncore, nact)
+    r_ao = mol.intor_symmetric("int1e_r", comp=3)
+    mo = mf.mo_coeff
+    c_core, c_act = mo[:, :ncore], mo[:, ncore:ncore + nact]
+    nuclear = np.einsum("i,ix->x", mol.atom_charges(), mol.atom_coords())
+    core = 2.0 * np.einsum("xij,ip,jp->x", r_ao, c_core, c_core)
+    r_act = np.einsum("xij,ip,jq->xpq", r_ao, c_act, c_act)
+    return nuclear - core, r_act, h1
 
 
 def _ci_signs(occ, n: int, n_alpha: int, n_beta: int):

@@ -1,5 +1,6 @@
 """``nnqs analyse``'s observables of a trained run: RDMs (saved), ``<S^2>``, natural occupations
-(printed, plotted, in ``analysis.json`` and merged into ``result.json``).
+and, for a run with a geometry, the dipole moment (printed, plotted, in ``analysis.json`` and
+merged into ``result.json``).
 
 Outputs in the run folder: ``rdms.npz`` (``dm1a, dm1b, dm2aa, dm2ab, dm2bb`` and their
 ``*_stderr``, PySCF's conventions, the molecule's own orbital order whatever the network's) and
@@ -36,7 +37,16 @@ def run_properties(trained: TrainedRun, run_dir: str | Path, *, n_samples: int |
     H = trained.system.hamiltonian
     if n_samples is None and H.n_determinants > EXACT_MAX_DETERMINANTS:
         n_samples = DEFAULT_SAMPLES
-    observables = estimate_observables(trained.model, H, n_samples=n_samples, mode=mode)
+    dipole = _dipole_operator(trained)
+    functionals = {}
+    if dipole is not None:
+        order = trained.system.order
+        functionals = {f"dipole_{axis}": {"dm1": -dipole[1][k][np.ix_(order, order)]} for k, axis in enumerate("xyz")}
+    observables = estimate_observables(trained.model, H, n_samples=n_samples, mode=mode, functionals=functionals)
+    if dipole is not None:   # the constant part: nuclei and core
+        for k, axis in enumerate("xyz"):
+            value, error = observables.functionals[f"dipole_{axis}"]
+            observables.functionals[f"dipole_{axis}"] = (value + float(dipole[0][k]), error)
     observables.rdms = observables.rdms.reordered(trained.system.order)
     rdms = observables.rdms
     arrays = {name: getattr(rdms, name) for name in ("dm1a", "dm1b", "dm2aa", "dm2ab", "dm2bb")}
@@ -56,6 +66,28 @@ def run_properties(trained: TrainedRun, run_dir: str | Path, *, n_samples: int |
     return observables
 
 
+def _dipole_operator(trained: TrainedRun):
+    """``(constant [3], r [3, N, N])`` of the dipole in the molecule's orbital order
+    (:func:`hamiltonians.pyscf_io.dipole_operator`), or ``None``: a run from an FCIDUMP has no
+    geometry, and orbitals rebuilt unlike the saved ones (a sign, a degenerate pair) would give a
+    wrong dipole, so none is given (with a warning)."""
+    molecule = trained.config.molecule
+    if not molecule.geometry:
+        return None
+    from hamiltonians.pyscf_io import dipole_operator
+    from nnqs.app.system import original_hamiltonian
+
+    constant, r, h1 = dipole_operator(molecule.geometry, molecule.basis, charge=molecule.charge, spin=molecule.spin,
+                                      frozen_core=molecule.frozen_core,
+                                      active_space=tuple(molecule.active_space) or None)
+    saved = original_hamiltonian(trained.system).h1.double().cpu().numpy()
+    if saved.shape != h1.shape or np.abs(saved - h1).max() > 1e-6:
+        log.warning("the rebuilt orbitals differ from those the run trained on (an orbital's sign or a degenerate "
+                    "pair): no dipole moment")
+        return None
+    return constant, r
+
+
 def format_properties(o: Observables) -> str:
     """Lines for the terminal."""
     how = "exact enumeration" if o.n_samples is None else f"{o.n_samples} samples, {o.n_unique} unique"
@@ -65,6 +97,9 @@ def format_properties(o: Observables) -> str:
         f"  energy from the RDMs   {o.energy:.8f} +- {o.energy_stderr:.1e} Ha",
         f"  <S^2>                  {o.spin_square:.4f} +- {o.spin_square_stderr:.4f}",
         f"  natural occupations    {occ}",
+        *([f"  dipole (a.u.)          " + "  ".join(f"{o.functionals[f'dipole_{a}'][0]:+.4f} +- "
+                                                    f"{o.functionals[f'dipole_{a}'][1]:.4f}" for a in "xyz")]
+          if "dipole_x" in o.functionals else []),
         "  RDMs in rdms.npz (PySCF's conventions, the molecule's orbital order)",
     ])
 
