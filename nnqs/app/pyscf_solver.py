@@ -7,7 +7,8 @@ run). The CI "vector" it hands PySCF is an :class:`NNQSState`, the trained netwo
 PySCF asks for are estimated from it (:func:`nnqs.training.observables.estimate_observables`) in
 the active space's own orbital order. A ``ci0`` that is an :class:`NNQSState` warm-starts the
 next run from its weights (CASSCF's macro-iterations), with ``warm_steps`` steps and no start
-fit. Use ``mc.mc2step()``: ``mc.newton()`` needs products of the CI Hessian with CI vectors,
+fit; so does the bool that PySCF's ``mc2step`` hands an external solver instead of its vector
+(the solver keeps its last state). Use ``mc.mc2step()``: ``mc.newton()`` needs products of the CI Hessian with CI vectors,
 which a network does not have.
 
 Conventions are PySCF's: ``make_rdm12`` returns ``dm1[p,q] = <q^+ p>`` and ``dm2[p,q,r,s] =
@@ -72,6 +73,7 @@ class NNQSSolver:
             ``"sampled"``).
         progress: show each run's progress bar.
         converged: whether the last run stopped because its energy stopped improving.
+        last: the :class:`NNQSState` of the last call (warm start when PySCF passes a bool).
         nroots: always 1 (PySCF reads it).
     """
 
@@ -96,6 +98,7 @@ class NNQSSolver:
         self.rdm_samples, self.rdm_mode, self.progress = rdm_samples, rdm_mode, progress
         self.converged = False
         self.calls = 0
+        self.last: NNQSState | None = None
 
     def dump_flags(self, verbose=None) -> None:
         """Log the settings (PySCF calls it from ``mc.dump_flags``)."""
@@ -126,6 +129,8 @@ class NNQSSolver:
         write_fcidump(H, out / "active_space.fcidump")
         tables = {k: dict(v) for k, v in self.config.items()}
         initial = None
+        if isinstance(ci0, bool) and self.last is not None:
+            ci0 = self.last   # PySCF's mc2step hands an external solver a restart flag, not its vector
         if isinstance(ci0, NNQSState):
             initial = ci0.weights
             tables["start"] = {**tables.get("start", {}), "mode": "none"}
@@ -145,6 +150,7 @@ class NNQSSolver:
         state = NNQSState(out / "run", {k: v.clone() for k, v in trained.model.state_dict().items()}, e_tot,
                           0.0 if exact is not None else float(result["energy_stderr"]), result)
         log.info("NNQSSolver: E = %.10f (+- %.1e)", e_tot, state.e_stderr)
+        self.last = state
         return e_tot, state
 
     def approx_kernel(self, h1e, eri, norb, nelec, ci0=None, ecore=0, **kwargs):

@@ -55,6 +55,9 @@ def test_a_warm_start_continues_from_the_previous_network(n2_sto3g, tmp_path):
     config = again.result["config"]
     assert config["start"]["mode"] == "none" and config["optim"]["steps"] == 5
     assert abs(e1 - e0) < 1e-3    # five small steps from the trained network, not a fresh start
+    # PySCF's mc2step passes a bool (its restart flag) to an external solver: the last state is used
+    _, third = solver.kernel(h1, eri, 4, (2, 2), ci0=True, ecore=ecore)
+    assert third.result["config"]["optim"]["steps"] == 5 and third.result["config"]["start"]["mode"] == "none"
     fresh = NNQSSolver({"optim": {"steps": 5}, "start": {"mode": "none"}}, workdir=tmp_path / "fresh")
     e_fresh, _ = fresh.kernel(h1, eri, 4, (2, 2), ecore=ecore)
     assert e_fresh - e0 > 1e-2    # what five steps give without the warm start
