@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-__all__ = ["DMRGResult", "dmrg_available", "dmrg_energy", "dmrg_label"]
+__all__ = ["DMRGResult", "DMRGSolver", "dmrg_available", "dmrg_energy", "dmrg_label"]
 
 logger = logging.getLogger(__name__)
 
@@ -192,3 +192,64 @@ def dmrg_energy(
     logger.info("DMRG (%s): E(M=%d) = %.8f, extrapolated %.8f +- %.2g Ha", symmetry.upper(), ms[-1], es[-1],
                 energy, uncertainty)
     return result
+
+
+class DMRGSolver:
+    """block2 DMRG (spin-adapted, SU2) as PySCF's ``fcisolver``: the DMRG-CASCI / DMRG-CASSCF
+    reference for active spaces beyond FCI (``mc.fcisolver = DMRGSolver(...)``; ``mc2step``).
+
+    ``kernel(h1e, eri, norb, nelec, ci0=None, ecore=0)`` returns ``(e_tot, state)``: the last
+    sweep's (variational) energy at the largest bond dimension, and a dict holding the RDMs of that
+    MPS, which ``make_rdm1`` / ``make_rdm12`` return in PySCF's conventions (block2's spin-free
+    ``dm2[p,q,r,s] = sum <p+ q+ r s>`` becomes PySCF's ``dm2.transpose(0, 3, 1, 2)``).
+
+    Attributes:
+        bond_dims, sweeps_per_bond_dim, noise: the sweep schedule (noise in the first half of each
+            bond dimension's sweeps).
+        threads, memory_gib, scratch: block2's OpenMP threads, stack memory and scratch folder.
+    """
+
+    nroots = 1
+
+    def __init__(self, bond_dims=(250, 500), sweeps_per_bond_dim: int = 6, noise: float = 1e-5,
+                 threads: int | None = None, memory_gib: float = 2.0, scratch: str | None = None) -> None:
+        self.bond_dims, self.sweeps_per_bond_dim, self.noise = tuple(bond_dims), sweeps_per_bond_dim, noise
+        self.threads, self.memory_gib, self.scratch = threads, memory_gib, scratch
+        self.converged = True
+        self.calls = 0
+
+    def dump_flags(self, verbose=None) -> None:
+        logger.info("DMRGSolver: SU2, bond dimensions %s, %d sweeps each", list(self.bond_dims),
+                    self.sweeps_per_bond_dim)
+
+    def kernel(self, h1e, eri, norb, nelec, ci0=None, ecore=0, **kwargs):
+        from pyblock2.driver.core import DMRGDriver, SymmetryTypes
+        from pyscf import ao2mo
+        from pyscf.fci.addons import _unpack_nelec
+
+        n_alpha, n_beta = _unpack_nelec(nelec)
+        eri = ao2mo.restore(1, np.asarray(eri, dtype=np.float64), norb)
+        schedule = [m for m in self.bond_dims for _ in range(self.sweeps_per_bond_dim)]
+        noises = [self.noise if i < self.sweeps_per_bond_dim // 2 else 0.0
+                  for _ in self.bond_dims for i in range(self.sweeps_per_bond_dim)]
+        with tempfile.TemporaryDirectory(prefix="nnqs-dmrgscf-", dir=self.scratch) as tmp:
+            driver = DMRGDriver(scratch=tmp, symm_type=SymmetryTypes.SU2, n_threads=self.threads,
+                                stack_mem=int(self.memory_gib * 2**30))
+            driver.initialize_system(n_sites=norb, n_elec=n_alpha + n_beta, spin=n_alpha - n_beta)
+            mpo = driver.get_qc_mpo(h1e=np.asarray(h1e, dtype=np.float64), g2e=eri, ecore=float(ecore),
+                                    reorder="fiedler", iprint=0)
+            ket = driver.get_random_mps(tag="GS", bond_dim=schedule[0], nroots=1)
+            energy = driver.dmrg(mpo, ket, n_sweeps=len(schedule), bond_dims=schedule, noises=noises,
+                                 thrds=[1e-8] * len(schedule), iprint=0)
+            state = {"energy": float(energy), "dm1": np.asarray(driver.get_1pdm(ket)),
+                     "dm2": np.asarray(driver.get_2pdm(ket)).transpose(0, 3, 1, 2)}
+            del driver
+        self.calls += 1
+        logger.info("DMRGSolver: CAS(%d, %d), M = %d: E = %.10f", n_alpha + n_beta, norb, schedule[-1], energy)
+        return state["energy"], state
+
+    def make_rdm1(self, state, norb, nelec, link_index=None, **kwargs):
+        return state["dm1"]
+
+    def make_rdm12(self, state, norb, nelec, link_index=None, **kwargs):
+        return state["dm1"], state["dm2"]

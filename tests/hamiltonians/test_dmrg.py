@@ -105,3 +105,39 @@ def test_the_quick_references_are_cached_before_dmrg_starts(molecules, tmp_path,
         reference_energies(H, ("hf", "fci", "dmrg"), cache_path=path)
     (entry,) = json.loads(path.read_text()).values()
     assert entry["energies"]["fci"] == pytest.approx(ground_state_energy(H), abs=1e-10)
+
+
+@pytest.mark.skipif(not dmrg_available(), reason="block2 not installed")
+def test_dmrg_solver_in_casci_equals_the_fci_solver():
+    """DMRGSolver as PySCF's fcisolver: CASCI (and, slow, two-step CASSCF) energies and RDMs equal the FCI
+    solver's (N2 / STO-3G, CAS(6, 6), 400 determinants: M = 100 is exact)."""
+    from pyscf import gto, mcscf, scf
+
+    from hamiltonians.dmrg import DMRGSolver
+
+    mol = gto.M(atom="N 0 0 0; N 0 0 1.1", basis="sto-3g", verbose=0)
+    mf = scf.RHF(mol).run()
+    exact = mcscf.CASCI(mf, 6, 6).run()
+    mc = mcscf.CASCI(mf, 6, 6)
+    mc.fcisolver = DMRGSolver(bond_dims=(100,), threads=1)
+    mc.kernel()
+    assert abs(mc.e_tot - exact.e_tot) < 1e-8
+    dm1, dm2 = mc.fcisolver.make_rdm12(mc.ci, 6, (3, 3))
+    ref1, ref2 = exact.fcisolver.make_rdm12(exact.ci, 6, (3, 3))
+    assert np.abs(dm1 - ref1).max() < 1e-4 and np.abs(dm2 - ref2).max() < 1e-4   # the state to ~sqrt(dE)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not dmrg_available(), reason="block2 not installed")
+def test_dmrg_solver_in_casscf_equals_the_fci_solver():
+    from pyscf import gto, mcscf, scf
+
+    from hamiltonians.dmrg import DMRGSolver
+
+    mol = gto.M(atom="N 0 0 0; N 0 0 1.1", basis="sto-3g", verbose=0)
+    mf = scf.RHF(mol).run()
+    exact_scf = mcscf.CASSCF(mf, 6, 6).run()
+    mc = mcscf.CASSCF(mf, 6, 6)
+    mc.fcisolver = DMRGSolver(bond_dims=(100,), threads=1)
+    mc.mc2step()
+    assert abs(mc.e_tot - exact_scf.e_tot) < 1e-6
