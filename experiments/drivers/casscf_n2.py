@@ -1,8 +1,11 @@
 """CASCI and CASSCF (two-step) with nnqs as PySCF's active-space solver, against PySCF's FCI solver
-on the same active space: energies and wall times, saved as JSON.
+(or block2's DMRG, ``--reference dmrg``, past FCI) on the same active space: energies and wall
+times, saved as JSON after each of the two.
 
     python experiments/drivers/casscf_n2.py --basis cc-pvdz --cas 6 6 --steps 300 \
         --out experiments/results/casscf/n2_ccpvdz_cas66.json
+    python experiments/drivers/casscf_n2.py --basis cc-pvdz --cas 10 16 --reference dmrg --steps 300 \
+        --warm-steps 60 --macro 6 --out experiments/results/casscf/n2_ccpvdz_cas10_16.json
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ def main(argv=None) -> dict:
     parser.add_argument("--steps", type=int, default=300, help="VMC steps of the first solve")
     parser.add_argument("--warm-steps", type=int, default=40, help="VMC steps of each warm-started solve")
     parser.add_argument("--macro", type=int, default=15, help="CASSCF macro-iterations at most")
+    parser.add_argument("--reference", choices=("fci", "dmrg"), default="fci",
+                        help="the solver nnqs is compared with: PySCF's FCI or block2's DMRG (SU2)")
+    parser.add_argument("--bond-dims", type=int, nargs="+", default=[250, 500], help="DMRG bond dimensions")
+    parser.add_argument("--kinds", nargs="+", choices=("casci", "casscf"), default=["casci", "casscf"])
     parser.add_argument("--workdir", default=None, help="where the solver's runs go (default: a temporary folder)")
     parser.add_argument("--out", default="experiments/results/casscf/n2_ccpvdz_cas66.json")
     args = parser.parse_args(argv)
@@ -38,10 +45,17 @@ def main(argv=None) -> dict:
     workdir = args.workdir or tempfile.mkdtemp(prefix="nnqs-casscf-")
     settings = {"optim": {"steps": args.steps}, "run": {"threads": 1}}
     rows = {}
-    for kind, exact_cls, ours in (("casci", mcscf.CASCI, casci), ("casscf", mcscf.CASSCF, casscf)):
+    kinds = {"casci": (mcscf.CASCI, casci), "casscf": (mcscf.CASSCF, casscf)}
+    for kind in args.kinds:
+        exact_cls, ours = kinds[kind]
         began = time.perf_counter()
         exact = exact_cls(mf, norb, nelec)
         exact.verbose = 0
+        if args.reference == "dmrg":
+            from hamiltonians.dmrg import DMRGSolver
+
+            exact.fcisolver = DMRGSolver(bond_dims=args.bond_dims, threads=1)
+            exact.max_cycle_macro = 50
         exact.kernel() if kind == "casci" else exact.mc2step()
         exact_seconds = time.perf_counter() - began
         began = time.perf_counter()
@@ -53,13 +67,16 @@ def main(argv=None) -> dict:
         else:
             mc.kernel()
         seconds = time.perf_counter() - began
-        rows[kind] = {"e_fci_solver": float(exact.e_tot), "e_nnqs": float(mc.e_tot),
+        rows[kind] = {"e_reference_solver": float(exact.e_tot), "e_nnqs": float(mc.e_tot),
                       "difference_mha": 1e3 * (float(mc.e_tot) - float(exact.e_tot)),
-                      "seconds_fci_solver": exact_seconds, "seconds_nnqs": seconds,
+                      "seconds_reference_solver": exact_seconds, "seconds_nnqs": seconds,
                       "solver_calls": mc.fcisolver.calls, "converged": bool(mc.converged)}
-        logging.info("%s: nnqs %.8f, FCI solver %.8f, difference %.3f mHa, %.0f s", kind, mc.e_tot, exact.e_tot,
-                     rows[kind]["difference_mha"], seconds)
-    return save_results(args.out, rows, args=args, system=f"N2 / {args.basis}, CAS({nelec}, {norb})", workdir=workdir)
+        rows[kind]["reference"] = args.reference
+        logging.info("%s: nnqs %.8f, %s solver %.8f, difference %.3f mHa, %.0f s", kind, mc.e_tot, args.reference,
+                     exact.e_tot, rows[kind]["difference_mha"], seconds)
+        saved = save_results(args.out, rows, args=args, system=f"N2 / {args.basis}, CAS({nelec}, {norb})",
+                             workdir=workdir)
+    return saved
 
 
 if __name__ == "__main__":

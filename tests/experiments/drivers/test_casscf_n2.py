@@ -17,7 +17,19 @@ def test_the_driver_saves_both_solvers_energies(tmp_path):
     rows = saved["results"]
     for kind in ("casci", "casscf"):
         row = rows[kind]
-        assert row["difference_mha"] == pytest.approx(1e3 * (row["e_nnqs"] - row["e_fci_solver"]))
+        assert row["difference_mha"] == pytest.approx(1e3 * (row["e_nnqs"] - row["e_reference_solver"]))
         assert abs(row["difference_mha"]) < 5.0
     assert rows["casscf"]["solver_calls"] >= 2   # warm-started solves after the first
     assert saved["meta"]["provenance"]["commit"]
+
+
+def test_a_dmrg_reference_is_saved_after_each_kind(tmp_path):
+    from hamiltonians.dmrg import dmrg_available
+
+    if not dmrg_available():
+        pytest.skip("block2 not installed")
+    out = tmp_path / "n2.json"
+    casscf_n2.main(["--basis", "sto-3g", "--cas", "4", "4", "--steps", "30", "--reference", "dmrg", "--bond-dims",
+                    "50", "--kinds", "casci", "--workdir", str(tmp_path / "runs"), "--out", str(out)])
+    row = json.loads(out.read_text())["results"]["casci"]
+    assert row["reference"] == "dmrg" and abs(row["difference_mha"]) < 5.0
