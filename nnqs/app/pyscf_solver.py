@@ -70,7 +70,9 @@ class NNQSSolver:
         rdm_samples: draws for the RDMs; ``None``: the whole space when it has at most
             :data:`EXACT_RDM_MAX_DETERMINANTS` determinants, else 100000.
         rdm_mode: which connected configurations enter the RDMs (``"exact"``, ``"truncated"``,
-            ``"sampled"``).
+            ``"sampled"``); default ``"exact"`` over an enumerated space (every ``x'`` is in it)
+            and ``"sampled"`` past it (the RDMs of the state projected on the samples: the
+            exact mode's amplitudes of every connected ``x'`` would cost hours per call).
         progress: show each run's progress bar.
         converged: whether the last run stopped because its energy stopped improving.
         last: the :class:`NNQSState` of the last call (warm start when PySCF passes a bool).
@@ -81,7 +83,7 @@ class NNQSSolver:
 
     def __init__(self, config: RunConfig | dict | str | Path | None = None, *, workdir: str | Path | None = None,
                  warm_steps: int | None = None, approx_steps: int = 20, rdm_samples: int | None = None,
-                 rdm_mode: str = "exact", progress: bool = False) -> None:
+                 rdm_mode: str | None = None, progress: bool = False) -> None:
         if isinstance(config, (str, Path)):
             config = load_config(config)
         if isinstance(config, RunConfig):
@@ -105,7 +107,7 @@ class NNQSSolver:
         log.info("NNQSSolver: workdir %s, warm_steps %d, approx_steps %d, RDMs %s (%s mode)", self.workdir,
                  self.warm_steps, self.approx_steps,
                  "by enumeration up to %d determinants" % EXACT_RDM_MAX_DETERMINANTS if self.rdm_samples is None
-                 else f"from {self.rdm_samples} samples", self.rdm_mode)
+                 else f"from {self.rdm_samples} samples", self.rdm_mode or "auto")
         log.info("NNQSSolver run settings: %s", self.config or "the defaults")
 
     # --- the energy -----------------------------------------------------------------------
@@ -166,10 +168,12 @@ class NNQSSolver:
             trained = load_trained(state.run_dir)
             trained.model.load_state_dict(state.weights)
             H = trained.system.hamiltonian
-            samples = self.rdm_samples
+            samples, mode = self.rdm_samples, self.rdm_mode
             if samples is None and H.n_determinants > EXACT_RDM_MAX_DETERMINANTS:
                 samples = 100_000
-            state.observables = estimate_observables(trained.model, H, n_samples=samples, mode=self.rdm_mode)
+            if mode is None:   # past enumeration the exact mode's outside amplitudes cost hours
+                mode = "exact" if samples is None else "sampled"
+            state.observables = estimate_observables(trained.model, H, n_samples=samples, mode=mode)
             state.observables.rdms = state.observables.rdms.reordered(trained.system.order)
         return state.observables.rdms
 
