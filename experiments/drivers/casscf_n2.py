@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import sys
 import tempfile
 import time
 
-from experiments.common import save_results
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from experiments.common import save_results  # noqa: E402
 
 
 def main(argv=None) -> dict:
