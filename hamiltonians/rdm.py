@@ -28,7 +28,11 @@ Each estimate is symmetrised (``dm1`` with its transpose, ``dm2[p,q,r,s]`` with 
 sample by sample and its real part kept (the RDMs of a real Hamiltonian's state; a complex
 ``psi`` only adds noise to the imaginary part). Which ``x'`` enter is the local energy's choice
 of mode: ``"exact"`` (every ``x'``), ``"truncated"`` (``x'`` among the samples, and the others
-with ``|H_xx'| >= threshold``) or ``"sampled"`` (``x'`` among the samples only).
+with ``|H_xx'| >= threshold``) or ``"sampled"`` (``x'`` among the samples only). There is no
+semistochastic mode: drawing ``x'`` by ``|H_xx'|`` is the energy's importance distribution, and
+for an RDM element it weights a drawn ``x'`` by ``S_x / |H_xx'|``, without bound where ``H`` is
+small; the mean over 200 seeds of such an estimate on a random 5-orbital state missed elements
+of ``dm1`` by 4 of its own standard errors (heavy tails), so the truncated mode is offered instead.
 
 The slow reference is :func:`reference_rdms`: PySCF's ``make_rdm12s`` of the whole vector.
 """
