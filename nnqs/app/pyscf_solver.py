@@ -56,6 +56,10 @@ class NNQSState:
     result: dict
     observables: object = field(default=None, repr=False)
 
+    def ravel(self):
+        """What ``mc.newton()`` asks of a CI vector first; a network has none (one line why)."""
+        raise NotImplementedError(NEWTON_MESSAGE)
+
 
 class NNQSSolver:
     """A PySCF ``fcisolver`` that trains an nnqs network on the active space.

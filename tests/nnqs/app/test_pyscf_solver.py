@@ -63,9 +63,13 @@ def test_a_warm_start_continues_from_the_previous_network(n2_sto3g, tmp_path):
     assert e_fresh - e0 > 1e-2    # what five steps give without the warm start
 
 
-def test_newton_is_refused_in_one_line():
+def test_newton_is_refused_in_one_line(n2_sto3g, tmp_path):
     with pytest.raises(NotImplementedError, match="use mc.mc2step"):
         NNQSSolver().contract_2e(None, None, 4, (2, 2))
+    mc = casscf(n2_sto3g, 4, 4, config={"optim": {"steps": 2}, "start": {"mode": "none"}}, workdir=tmp_path).newton()
+    with pytest.raises(NotImplementedError, match="use mc.mc2step") as raised:
+        mc.kernel()
+    assert "\n" not in str(raised.value)
     with pytest.raises(TypeError, match="NNQSState"):
         NNQSSolver().make_rdm1(np.zeros(4), 2, (1, 1))
 
