@@ -82,6 +82,9 @@ def _build_parser() -> argparse.ArgumentParser:
     analyse.add_argument("--samples", type=int, default=None,
                          help="estimate the RDMs from this many draws (default: the whole space up to 2e5 "
                               "determinants, else 1e5 draws)")
+    analyse.add_argument("--mode", choices=("exact", "truncated", "sampled"), default=None,
+                         help="which connected configurations enter the RDMs (default: exact over the whole "
+                              "space, sampled past it: the exact mode's amplitudes would take hours)")
     return parser
 
 
@@ -100,9 +103,13 @@ def _analyse(args: argparse.Namespace) -> int:
         analysis = None
         if system.hamiltonian.n_determinants <= MAX_DETERMINANTS:
             analysis = analyse_state(model, system.hamiltonian, system.hf_occupation)
-        observables = run_properties(trained, args.run_dir, n_samples=args.samples)
+        observables = run_properties(trained, args.run_dir, n_samples=args.samples, mode=args.mode)
     except (ConfigError, ValueError, RuntimeError) as error:  # CheckpointError is a ValueError
         return _bad_input(error)
+    except ModuleNotFoundError as error:
+        if error.name in ("pyscf", "openfermion"):
+            return _bad_input(f"this needs {error.name}: pip install 'nnqs[chem]'")
+        raise
     except OSError as error:
         return _bad_input(_os_message(error))
     summary = {**(analysis.to_dict() if analysis else {}), "observables": observables.to_dict()}

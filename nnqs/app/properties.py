@@ -29,14 +29,17 @@ DEFAULT_SAMPLES = 100_000
 
 
 def run_properties(trained: TrainedRun, run_dir: str | Path, *, n_samples: int | None = None,
-                   mode: str = "exact") -> Observables:
+                   mode: str | None = None) -> Observables:
     """The observables of ``trained`` (:func:`nnqs.training.observables.estimate_observables`; the
     whole space up to :data:`EXACT_MAX_DETERMINANTS` determinants unless ``n_samples`` is given),
-    their RDMs put back in the molecule's orbital order and written out (see the module)."""
+    their RDMs put back in the molecule's orbital order and written out (see the module).
+    ``mode`` (default): ``"exact"`` over the whole space, ``"sampled"`` from samples (the exact
+    mode's amplitudes of every connected configuration would take hours past enumeration)."""
     run_dir = Path(run_dir)
     H = trained.system.hamiltonian
     if n_samples is None and H.n_determinants > EXACT_MAX_DETERMINANTS:
         n_samples = DEFAULT_SAMPLES
+    mode = mode or ("exact" if n_samples is None else "sampled")
     dipole = _dipole_operator(trained)
     functionals = {}
     if dipole is not None:

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from hamiltonians import MolecularHamiltonian
+from hamiltonians.local_energy import evaluate_in_chunks
 from hamiltonians.rdm import (RDMs, functional_from_moments, rdm_moments, rdms_from_moments,
                               spin_square_coefficients)
 from nnqs.training.estimators import occupation_log_psi
@@ -90,15 +91,17 @@ def estimate_observables(model, H: MolecularHamiltonian, *, n_samples: int | Non
                              f"(at most {EXACT_MAX_CONFIGURATIONS}): give n_samples")
         tokens, probabilities = enumerate_support(model, max_configurations=EXACT_MAX_CONFIGURATIONS)
         weights = probabilities.to(torch.float64)
+        weights = weights / weights.sum()   # float32 conditionals leave the product off 1 by ~1e-7
     else:
         generator = torch.Generator(device=model.device).manual_seed(seed)
         batch = bas.sample(model, n_samples, generator=generator, max_unique=max_unique)
         tokens, weights = batch.tokens, batch.weights.to(torch.float64)
     occ = tokens_to_occupations(tokens).to(torch.uint8)
-    log_psi_x = model.log_psi(tokens.to(model.device)).to(torch.complex128)
+    log_psi_fn = occupation_log_psi(model)
+    log_psi_x = evaluate_in_chunks(log_psi_fn, occ)
     wanted = {"energy": _energy_coefficients(H), "spin_square": spin_square_coefficients(H.n_orbitals)}
     wanted.update(functionals or {})
-    moments = rdm_moments(H, occ.to(H.device), weights.to(H.device), occupation_log_psi(model), mode=mode,
+    moments = rdm_moments(H, occ.to(H.device), weights.to(H.device), log_psi_fn, mode=mode,
                           log_psi_x=log_psi_x.to(H.device), threshold=threshold, errors=n_samples is not None,
                           functionals=wanted)
     rdms = rdms_from_moments(moments, H.n_orbitals, n_samples)

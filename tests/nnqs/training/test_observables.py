@@ -67,3 +67,12 @@ def test_an_exact_enumeration_past_its_limit_is_refused(monkeypatch):
     H = random_hamiltonian(5, 2, 2)
     with pytest.raises(ValueError, match="give n_samples"):
         estimate_observables(make_model(5, 2, 2), H, n_samples=None)
+
+
+def test_a_float32_networks_exact_weights_are_normalised():
+    """float32 conditionals multiply to a total off 1 by ~1e-7, i.e. ~1e-5 Ha of a molecule's energy."""
+    H = from_pyscf(GEOMETRY["H2O"], "sto-3g")
+    model = make_model(H.n_orbitals, H.n_alpha, H.n_beta, seed=5, dtype="float32")
+    got = estimate_observables(model, H, n_samples=None)
+    assert abs(np.trace(got.rdms.dm1) - H.n_electrons) < 1e-10
+    assert abs(got.energy - exact_variational_energy(model, H)) < 1e-6
