@@ -5,7 +5,8 @@ times, saved as JSON after each of the two.
     python experiments/drivers/casscf_n2.py --basis cc-pvdz --cas 6 6 --steps 300 \
         --out experiments/results/casscf/n2_ccpvdz_cas66.json
     python experiments/drivers/casscf_n2.py --basis cc-pvdz --cas 10 16 --reference dmrg --steps 300 \
-        --warm-steps 60 --macro 6 --out experiments/results/casscf/n2_ccpvdz_cas10_16.json
+        --warm-steps 60 --macro 6 --set local_energy.coarse_steps=270 --set local_energy.coarse_mode=sampled \
+        --out experiments/results/casscf/n2_ccpvdz_cas10_16.json
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from experiments.common import save_results  # noqa: E402
+from experiments.common import parse_changes, save_results  # noqa: E402
 
 
 def main(argv=None) -> dict:
@@ -34,6 +35,8 @@ def main(argv=None) -> dict:
                         help="the solver nnqs is compared with: PySCF's FCI or block2's DMRG (SU2)")
     parser.add_argument("--bond-dims", type=int, nargs="+", default=[250, 500], help="DMRG bond dimensions")
     parser.add_argument("--kinds", nargs="+", choices=("casci", "casscf"), default=["casci", "casscf"])
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                        help="a run setting of the nnqs solver (e.g. local_energy.coarse_steps=270); repeatable")
     parser.add_argument("--workdir", default=None, help="where the solver's runs go (default: a temporary folder)")
     parser.add_argument("--out", default="experiments/results/casscf/n2_ccpvdz_cas66.json")
     args = parser.parse_args(argv)
@@ -48,6 +51,8 @@ def main(argv=None) -> dict:
     mf = scf.RHF(mol).run()
     workdir = args.workdir or tempfile.mkdtemp(prefix="nnqs-casscf-")
     settings = {"optim": {"steps": args.steps}, "run": {"threads": 1}}
+    for section, fields in parse_changes(args.set).items():
+        settings[section] = {**settings.get(section, {}), **fields}
     rows = {}
     kinds = {"casci": (mcscf.CASCI, casci), "casscf": (mcscf.CASSCF, casscf)}
     for kind in args.kinds:

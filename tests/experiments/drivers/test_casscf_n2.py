@@ -30,6 +30,9 @@ def test_a_dmrg_reference_is_saved_after_each_kind(tmp_path):
         pytest.skip("block2 not installed")
     out = tmp_path / "n2.json"
     casscf_n2.main(["--basis", "sto-3g", "--cas", "4", "4", "--steps", "30", "--reference", "dmrg", "--bond-dims",
-                    "50", "--kinds", "casci", "--workdir", str(tmp_path / "runs"), "--out", str(out)])
+                    "50", "--kinds", "casci", "--set", "local_energy.coarse_steps=20", "--workdir", str(tmp_path / "runs"),
+                    "--out", str(out)])
     row = json.loads(out.read_text())["results"]["casci"]
+    run = json.loads((tmp_path / "runs" / "casci" / "call_000" / "run" / "result.json").read_text())
+    assert run["config"]["local_energy"]["coarse_steps"] == 20
     assert row["reference"] == "dmrg" and abs(row["difference_mha"]) < 5.0
