@@ -34,6 +34,8 @@ __all__ = ["DMRGResult", "DMRGSolver", "dmrg_available", "dmrg_energy", "dmrg_la
 logger = logging.getLogger(__name__)
 
 DEFAULT_BOND_DIMS = (250, 500, 750, 1000)
+#: Fresh starts (next seeds) after a start trapped above HF at every bond dimension.
+RESTARTS = 2
 
 
 def dmrg_available() -> bool:
@@ -126,6 +128,16 @@ def untrapped_bond_dims(last: dict, hf_energy: float) -> tuple[int, ...]:
     return tuple(m for m in sorted(last) if m not in trapped) or tuple(sorted(last))
 
 
+def _new_driver(scratch: str, symmetry: str, threads: int | None, memory_gib: float, seed: int):
+    """A block2 ``DMRGDriver`` in ``symmetry`` (``"sz"`` or ``"su2"``) with its random stream seeded."""
+    from pyblock2.driver.core import DMRGDriver, SymmetryTypes
+
+    driver = DMRGDriver(scratch=scratch, symm_type=SymmetryTypes.SZ if symmetry == "sz" else SymmetryTypes.SU2,
+                        n_threads=threads, stack_mem=int(memory_gib * 2**30))
+    driver.bw.b.Random.rand_seed(seed)
+    return driver
+
+
 def dmrg_energy(
     H,
     *,
@@ -135,6 +147,7 @@ def dmrg_energy(
     memory_gib: float = 2.0,
     scratch: str | None = None,
     symmetry: str = "sz",
+    seed: int = 1,
 ) -> DMRGResult:
     """The DMRG ground-state energy of ``H`` in its ``(n_alpha, n_beta)`` sector.
 
@@ -146,12 +159,15 @@ def dmrg_energy(
         scratch: a folder for block2's files (default: a temporary folder, removed after).
         symmetry: ``"sz"`` (the ``(n_alpha, n_beta)`` sector) or ``"su2"`` (spin
             ``S = (n_alpha - n_beta) / 2``; see the module docstring).
+        seed: block2's random stream, which draws the starting MPS (block2 takes 0 for the
+            clock). A start whose sweeps all end above HF (trapped: H2O / STO-3G, SU2, M = 10-40
+            from seed 3) is drawn again from the next seed, up to :data:`RESTARTS` times.
 
     Raises:
         ImportError: block2 is not installed (``pip install 'nnqs[dmrg]'``).
     """
     try:
-        from pyblock2.driver.core import DMRGDriver, SymmetryTypes
+        import pyblock2.driver.core  # noqa: F401
     except ImportError as exc:
         raise ImportError("DMRG references need block2: pip install 'nnqs[dmrg]'") from exc
     if symmetry not in ("sz", "su2"):
@@ -168,23 +184,27 @@ def dmrg_energy(
     noises = [(1e-4 if m == bond_dims[0] else 1e-5) if i < sweeps_per_bond_dim // 2 else 0.0
               for m in bond_dims for i in range(sweeps_per_bond_dim)]
     thresholds = [1e-7] * len(schedule)
-    with tempfile.TemporaryDirectory(prefix="nnqs-dmrg-", dir=scratch) as tmp:
-        symm_type = SymmetryTypes.SZ if symmetry == "sz" else SymmetryTypes.SU2
-        driver = DMRGDriver(scratch=tmp, symm_type=symm_type, n_threads=threads,
-                            stack_mem=int(memory_gib * 2**30))
-        driver.initialize_system(n_sites=H.n_orbitals, n_elec=H.n_electrons, spin=H.n_alpha - H.n_beta)
-        h1 = H.h1.detach().cpu().double().numpy()
-        eri = H.eri.detach().cpu().double().numpy()
-        mpo = driver.get_qc_mpo(h1e=h1, g2e=eri, ecore=float(H.constant), reorder="fiedler", iprint=0)
-        ket = driver.get_random_mps(tag="GS", bond_dim=bond_dims[0], nroots=1)
-        driver.dmrg(mpo, ket, n_sweeps=len(schedule), bond_dims=schedule, noises=noises, thrds=thresholds, iprint=0)
-        sweep_m, sweep_dw, sweep_e = driver.get_dmrg_results()
-        del driver
-    sweep_e = [float(np.asarray(e).ravel()[0]) for e in sweep_e]
-    last = {}  # bond dimension -> (discarded weight, energy) of its last sweep
-    for m, dw, e in zip(sweep_m, sweep_dw, sweep_e):
-        last[int(m)] = (float(dw), e)
-    ms = untrapped_bond_dims(last, float(H.hf_energy()))
+    hf_energy = float(H.hf_energy())
+    for attempt in range(1 + RESTARTS):   # a start trapped above HF at every M is drawn again
+        with tempfile.TemporaryDirectory(prefix="nnqs-dmrg-", dir=scratch) as tmp:
+            driver = _new_driver(tmp, symmetry, threads, memory_gib, seed + attempt)
+            driver.initialize_system(n_sites=H.n_orbitals, n_elec=H.n_electrons, spin=H.n_alpha - H.n_beta)
+            h1 = H.h1.detach().cpu().double().numpy()
+            eri = H.eri.detach().cpu().double().numpy()
+            mpo = driver.get_qc_mpo(h1e=h1, g2e=eri, ecore=float(H.constant), reorder="fiedler", iprint=0)
+            ket = driver.get_random_mps(tag="GS", bond_dim=bond_dims[0], nroots=1)
+            driver.dmrg(mpo, ket, n_sweeps=len(schedule), bond_dims=schedule, noises=noises, thrds=thresholds,
+                        iprint=0)
+            sweep_m, sweep_dw, sweep_e = driver.get_dmrg_results()
+            del driver
+        last = {}  # bond dimension -> (discarded weight, energy) of its last sweep
+        for m, dw, e in zip(sweep_m, sweep_dw, sweep_e):
+            last[int(m)] = (float(dw), float(np.asarray(e).ravel()[0]))
+        if min(e for _, e in last.values()) < hf_energy:
+            break
+        logger.warning("DMRG: every bond dimension ended above HF from seed %d; starting again from seed %d",
+                       seed + attempt, seed + attempt + 1)
+    ms = untrapped_bond_dims(last, hf_energy)
     dws = tuple(last[m][0] for m in ms)
     es = tuple(last[m][1] for m in ms)
     energy, uncertainty, points = extrapolate(dws, es)
@@ -207,13 +227,16 @@ class DMRGSolver:
         bond_dims, sweeps_per_bond_dim, noise: the sweep schedule (noise in the first half of each
             bond dimension's sweeps).
         threads, memory_gib, scratch: block2's OpenMP threads, stack memory and scratch folder.
+        seed: block2's random stream (the starting MPS; 0 is block2's clock).
     """
 
     nroots = 1
 
     def __init__(self, bond_dims=(250, 500), sweeps_per_bond_dim: int = 6, noise: float = 1e-5,
-                 threads: int | None = None, memory_gib: float = 2.0, scratch: str | None = None) -> None:
+                 threads: int | None = None, memory_gib: float = 2.0, scratch: str | None = None,
+                 seed: int = 1) -> None:
         self.bond_dims, self.sweeps_per_bond_dim, self.noise = tuple(bond_dims), sweeps_per_bond_dim, noise
+        self.seed = seed
         self.threads, self.memory_gib, self.scratch = threads, memory_gib, scratch
         self.converged = True
         self.calls = 0
@@ -223,7 +246,6 @@ class DMRGSolver:
                     self.sweeps_per_bond_dim)
 
     def kernel(self, h1e, eri, norb, nelec, ci0=None, ecore=0, **kwargs):
-        from pyblock2.driver.core import DMRGDriver, SymmetryTypes
         from pyscf import ao2mo
         from pyscf.fci.addons import _unpack_nelec
 
@@ -233,8 +255,7 @@ class DMRGSolver:
         noises = [self.noise if i < self.sweeps_per_bond_dim // 2 else 0.0
                   for _ in self.bond_dims for i in range(self.sweeps_per_bond_dim)]
         with tempfile.TemporaryDirectory(prefix="nnqs-dmrgscf-", dir=self.scratch) as tmp:
-            driver = DMRGDriver(scratch=tmp, symm_type=SymmetryTypes.SU2, n_threads=self.threads,
-                                stack_mem=int(self.memory_gib * 2**30))
+            driver = _new_driver(tmp, "su2", self.threads, self.memory_gib, self.seed)
             driver.initialize_system(n_sites=norb, n_elec=n_alpha + n_beta, spin=n_alpha - n_beta)
             mpo = driver.get_qc_mpo(h1e=np.asarray(h1e, dtype=np.float64), g2e=eri, ecore=float(ecore),
                                     reorder="fiedler", iprint=0)

@@ -45,6 +45,15 @@ def test_spin_adapted_dmrg_equals_fci(molecules):
         dmrg_energy(H, symmetry="u1")
 
 
+@pytest.mark.skipif(not dmrg_available(), reason="block2 not installed")
+def test_a_start_trapped_above_hf_is_drawn_again(molecules, caplog):
+    """Seed 3 traps SU2 DMRG of H2O / STO-3G at M = 10-40 (0.46 Ha above FCI): the next seed is taken."""
+    H = molecules("H2O")
+    result = dmrg_energy(H, bond_dims=(10, 20, 40), threads=1, symmetry="su2", seed=3)
+    assert abs(result.energy - ground_state_energy(H)) < 1e-6
+    assert "starting again from seed 4" in caplog.text
+
+
 def test_without_block2_the_reference_is_a_note_and_not_cached(molecules, tmp_path, monkeypatch):
     H = molecules("H2")
     monkeypatch.setattr(dmrg_module, "dmrg_available", lambda: False)
@@ -107,16 +116,23 @@ def test_the_quick_references_are_cached_before_dmrg_starts(molecules, tmp_path,
     assert entry["energies"]["fci"] == pytest.approx(ground_state_energy(H), abs=1e-10)
 
 
+@pytest.fixture(scope="module")
+def n2_sto3g_scf():
+    """RHF of N2 / STO-3G: CAS(6, 6) has 400 determinants, so M = 100 is exact."""
+    from pyscf import gto, scf
+
+    return scf.RHF(gto.M(atom="N 0 0 0; N 0 0 1.1", basis="sto-3g", verbose=0)).run()
+
+
 @pytest.mark.skipif(not dmrg_available(), reason="block2 not installed")
-def test_dmrg_solver_in_casci_equals_the_fci_solver():
+def test_dmrg_solver_in_casci_equals_the_fci_solver(n2_sto3g_scf):
     """DMRGSolver as PySCF's fcisolver: CASCI (and, slow, two-step CASSCF) energies and RDMs equal the FCI
-    solver's (N2 / STO-3G, CAS(6, 6), 400 determinants: M = 100 is exact)."""
-    from pyscf import gto, mcscf, scf
+    solver's."""
+    from pyscf import mcscf
 
     from hamiltonians.dmrg import DMRGSolver
 
-    mol = gto.M(atom="N 0 0 0; N 0 0 1.1", basis="sto-3g", verbose=0)
-    mf = scf.RHF(mol).run()
+    mf = n2_sto3g_scf
     exact = mcscf.CASCI(mf, 6, 6).run()
     mc = mcscf.CASCI(mf, 6, 6)
     mc.fcisolver = DMRGSolver(bond_dims=(100,), threads=1)
@@ -130,13 +146,12 @@ def test_dmrg_solver_in_casci_equals_the_fci_solver():
 
 @pytest.mark.slow
 @pytest.mark.skipif(not dmrg_available(), reason="block2 not installed")
-def test_dmrg_solver_in_casscf_equals_the_fci_solver():
-    from pyscf import gto, mcscf, scf
+def test_dmrg_solver_in_casscf_equals_the_fci_solver(n2_sto3g_scf):
+    from pyscf import mcscf
 
     from hamiltonians.dmrg import DMRGSolver
 
-    mol = gto.M(atom="N 0 0 0; N 0 0 1.1", basis="sto-3g", verbose=0)
-    mf = scf.RHF(mol).run()
+    mf = n2_sto3g_scf
     exact_scf = mcscf.CASSCF(mf, 6, 6).run()
     mc = mcscf.CASSCF(mf, 6, 6)
     mc.fcisolver = DMRGSolver(bond_dims=(100,), threads=1)
