@@ -113,11 +113,16 @@ class RDMs:
                     stderr={k: back(v) for k, v in self.stderr.items()})
 
 
+def _indices4(idx: torch.Tensor, n: int) -> tuple[torch.Tensor, ...]:
+    """``(p, q, r, s)`` of flat two-body indices ``((p*n + q)*n + r)*n + s``."""
+    return idx // n**3, (idx // n**2) % n, (idx // n) % n, idx % n
+
+
 def _symmetric_index(idx: torch.Tensor, n: int, two_body: bool) -> torch.Tensor:
     """Flat index of the element paired by symmetrisation: ``(p,q) -> (q,p)``, ``(p,q,r,s) -> (q,p,s,r)``."""
     if not two_body:
         return (idx % n) * n + idx // n
-    p, q, r, s = idx // n**3, (idx // n**2) % n, (idx // n) % n, idx % n
+    p, q, r, s = _indices4(idx, n)
     return ((q * n + p) * n + s) * n + r
 
 
@@ -185,7 +190,7 @@ def _targets(terms: dict, n: int) -> dict:
     blocks = dict(terms)
     if "2ab" in blocks:
         rows, idx, val = blocks["2ab"]
-        p, q, r, s = idx // n**3, (idx // n**2) % n, (idx // n) % n, idx % n
+        p, q, r, s = _indices4(idx, n)
         blocks["2ba"] = (rows, ((r * n + s) * n + p) * n + q, val)
     out = {}
     for name, sources in _SOURCES.items():
@@ -274,14 +279,14 @@ def rdm_moments(H, occ: torch.Tensor, weights: torch.Tensor, log_psi_fn=None, *,
 
     def connections(start):
         chunk = occ[start:start + step]
-        keys, values, _ = connected_chunk(kt, chunk, eps=-1.0, check=False)
-        return chunk, keys, values, known.find_keys(keys)
+        keys, values, rows = connected_chunk(kt, chunk, eps=-1.0, check=False)   # all, row by row
+        return chunk, keys, values, rows, known.find_keys(keys)
 
     outside = None
     if mode != "sampled":   # the x' outside the samples, each evaluated once
         gathered = []
         for start in range(0, occ.shape[0], step):
-            _, keys, values, where = connections(start)
+            _, keys, values, _, where = connections(start)
             need = (where < 0) & (values.abs() >= cut)
             if bool(need.any()):
                 gathered.append(unique_keys(keys[need])[0])
@@ -296,8 +301,7 @@ def rdm_moments(H, occ: torch.Tensor, weights: torch.Tensor, log_psi_fn=None, *,
             outside = AmplitudeTable.from_keys(keys, lp.to(device=kt.device, dtype=torch.complex128), 2 * n, occ=xp)
     moments: dict = {}
     for start in range(0, occ.shape[0], step):
-        chunk, keys, values, where = connections(start)
-        b = chunk.shape[0]
+        chunk, keys, values, rows, where = connections(start)
         lp = torch.zeros(keys.shape[0], dtype=torch.complex128, device=kt.device)
         found = where >= 0
         lp[found] = known.log_psi[where[found]]
@@ -307,9 +311,8 @@ def rdm_moments(H, occ: torch.Tensor, weights: torch.Tensor, log_psi_fn=None, *,
             take = (~found) & (other >= 0) & (values.abs() >= cut)
             lp[take] = outside.log_psi[other[take]]
             present |= take
-        rows = torch.arange(b, device=kt.device).repeat_interleave(keys.shape[0] // max(b, 1))
         ratio = torch.where(present, torch.exp(lp - log_psi_x[start:start + step][rows]), 0)
-        terms = _terms(kt, chunk, ratio.reshape(b, -1))
+        terms = _terms(kt, chunk, ratio.reshape(chunk.shape[0], -1))
         _accumulate(moments, _targets(terms, n), weights[start:start + step], n, errors, functionals)
     return moments
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from nnqs.app.io import atomic_write, write_json
+from nnqs.app.report import save_figure
 from nnqs.app.trained import TrainedRun
 from nnqs.training.observables import Observables, estimate_observables
 
@@ -120,11 +121,4 @@ def _plot_occupations(path: Path, o: Observables, name: str) -> None:
     ax.set_ylabel("occupation")
     ax.set_ylim(0, 2.05)
     ax.set_title(f"{name}: natural occupations, <S^2> = {o.spin_square:.3f}")
-    fig.tight_layout()
-
-    def write(tmp: str) -> None:
-        with open(tmp, "wb") as f:
-            fig.savefig(f, format="png", dpi=120)
-
-    atomic_write(path, write)
-    plt.close(fig)
+    save_figure(fig, path)

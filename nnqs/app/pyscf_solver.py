@@ -98,9 +98,8 @@ class NNQSSolver:
         # of [molecule], only the network's orbital order applies to an active space
         self.orbital_order = (config.pop("molecule", None) or {}).get("orbital_order", "given")
         self.config = config
-        config_from_dict({"molecule": {"fcidump": "check"}, **self.config})   # bad settings fail here
+        steps = config_from_dict({"molecule": {"fcidump": "check"}, **self.config}).optim.steps  # bad settings fail here
         self.workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="nnqs-casci-"))
-        steps = config_from_dict({"molecule": {"fcidump": "check"}, **self.config}).optim.steps
         self.warm_steps = warm_steps if warm_steps is not None else max(steps // 4, 1)
         self.approx_steps = approx_steps
         self.rdm_samples, self.rdm_mode, self.progress = rdm_samples, rdm_mode, progress

@@ -127,6 +127,13 @@ def plot_convergence(path: str | Path, steps: list[int], energies: list[float], 
         ax.set_xlabel("step")
         ax.set_ylabel(f"|E - E_{exact_name}| (Ha)")
         ax.legend(fontsize=8)
+    save_figure(fig, path)
+
+
+def save_figure(fig, path: Path) -> None:
+    """Write a matplotlib figure as PNG, atomically, and close it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     plt.close(fig)
