@@ -116,26 +116,25 @@ def test_the_quick_references_are_cached_before_dmrg_starts(molecules, tmp_path,
     assert entry["energies"]["fci"] == pytest.approx(ground_state_energy(H), abs=1e-10)
 
 
-@pytest.fixture(scope="module")
-def n2_sto3g_scf():
-    """RHF of N2 / STO-3G: CAS(6, 6) has 400 determinants, so M = 100 is exact."""
-    from pyscf import gto, scf
-
-    return scf.RHF(gto.M(atom="N 0 0 0; N 0 0 1.1", basis="sto-3g", verbose=0)).run()
-
-
-@pytest.mark.skipif(not dmrg_available(), reason="block2 not installed")
-def test_dmrg_solver_in_casci_equals_the_fci_solver(n2_sto3g_scf):
-    """DMRGSolver as PySCF's fcisolver: CASCI (and, slow, two-step CASSCF) energies and RDMs equal the FCI
-    solver's."""
-    from pyscf import mcscf
+def _fci_and_dmrg(method: str):
+    """``(exact, mc)``: ``pyscf.mcscf.<method>`` of N2 / STO-3G CAS(6, 6) with PySCF's FCI solver
+    (run) and with :class:`DMRGSolver` (not run). 400 determinants: M = 100 is exact."""
+    from pyscf import gto, mcscf, scf
 
     from hamiltonians.dmrg import DMRGSolver
 
-    mf = n2_sto3g_scf
-    exact = mcscf.CASCI(mf, 6, 6).run()
-    mc = mcscf.CASCI(mf, 6, 6)
+    mf = scf.RHF(gto.M(atom="N 0 0 0; N 0 0 1.1", basis="sto-3g", verbose=0)).run()
+    exact = getattr(mcscf, method)(mf, 6, 6).run()
+    mc = getattr(mcscf, method)(mf, 6, 6)
     mc.fcisolver = DMRGSolver(bond_dims=(100,), threads=1)
+    return exact, mc
+
+
+@pytest.mark.skipif(not dmrg_available(), reason="block2 not installed")
+def test_dmrg_solver_in_casci_equals_the_fci_solver():
+    """DMRGSolver as PySCF's fcisolver: CASCI (and, slow, two-step CASSCF) energies and RDMs equal the FCI
+    solver's."""
+    exact, mc = _fci_and_dmrg("CASCI")
     mc.kernel()
     assert abs(mc.e_tot - exact.e_tot) < 1e-8
     dm1, dm2 = mc.fcisolver.make_rdm12(mc.ci, 6, (3, 3))
@@ -146,14 +145,7 @@ def test_dmrg_solver_in_casci_equals_the_fci_solver(n2_sto3g_scf):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not dmrg_available(), reason="block2 not installed")
-def test_dmrg_solver_in_casscf_equals_the_fci_solver(n2_sto3g_scf):
-    from pyscf import mcscf
-
-    from hamiltonians.dmrg import DMRGSolver
-
-    mf = n2_sto3g_scf
-    exact_scf = mcscf.CASSCF(mf, 6, 6).run()
-    mc = mcscf.CASSCF(mf, 6, 6)
-    mc.fcisolver = DMRGSolver(bond_dims=(100,), threads=1)
+def test_dmrg_solver_in_casscf_equals_the_fci_solver():
+    exact, mc = _fci_and_dmrg("CASSCF")
     mc.mc2step()
-    assert abs(mc.e_tot - exact_scf.e_tot) < 1e-6
+    assert abs(mc.e_tot - exact.e_tot) < 1e-6
