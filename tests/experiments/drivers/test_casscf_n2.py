@@ -36,3 +36,14 @@ def test_a_dmrg_reference_is_saved_after_each_kind(tmp_path):
     run = json.loads((tmp_path / "runs" / "casci" / "call_000" / "run" / "result.json").read_text())
     assert run["config"]["local_energy"]["coarse_steps"] == 20
     assert row["reference"] == "dmrg" and abs(row["difference_mha"]) < 5.0
+
+
+def test_the_reference_in_a_second_process_gives_the_same_rows(tmp_path):
+    common = ["--basis", "sto-3g", "--cas", "2", "2", "--steps", "20", "--kinds", "casci"]
+    rows = {}
+    for name, extra in (("serial", []), ("parallel", ["--parallel"])):
+        out = tmp_path / f"{name}.json"
+        casscf_n2.main([*common, *extra, "--workdir", str(tmp_path / name), "--out", str(out)])
+        rows[name] = json.loads(out.read_text())["results"]["casci"]
+    assert rows["parallel"]["e_reference_solver"] == pytest.approx(rows["serial"]["e_reference_solver"], abs=1e-10)
+    assert rows["parallel"]["seconds_reference_solver"] > 0
