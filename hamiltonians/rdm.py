@@ -28,11 +28,20 @@ Each estimate is symmetrised (``dm1`` with its transpose, ``dm2[p,q,r,s]`` with 
 sample by sample and its real part kept (the RDMs of a real Hamiltonian's state; a complex
 ``psi`` only adds noise to the imaginary part). Which ``x'`` enter is the local energy's choice
 of mode: ``"exact"`` (every ``x'``), ``"truncated"`` (``x'`` among the samples, and the others
-with ``|H_xx'| >= threshold``) or ``"sampled"`` (``x'`` among the samples only). There is no
-semistochastic mode: drawing ``x'`` by ``|H_xx'|`` is the energy's importance distribution, and
-for an RDM element it weights a drawn ``x'`` by ``S_x / |H_xx'|``, without bound where ``H`` is
-small; the mean over 200 seeds of such an estimate on a random 5-orbital state missed elements
-of ``dm1`` by 4 of its own standard errors (heavy tails), so the truncated mode is offered instead.
+with ``|H_xx'| >= threshold``) or ``"sampled"`` (``x'`` among the samples only).
+
+Estimator (``estimator=``). After symmetrisation a pair ``(x, x')`` enters one element from both
+ends, half from each: from ``x`` with the ratio ``r = psi(x')/psi(x)``, unbounded where
+``psi(x)`` is small. ``"plain"`` is that, the estimator the local energy uses (sample by sample
+``E_loc = h1 . dm1_loc + 1/2 eri . dm2_loc + constant``); its per-element variance is dominated
+by rare ``x`` with large ratios, which a sample seldom holds, so the sample variance can
+understate the error by orders of magnitude. ``"balanced"`` (default) splits each pair between its
+two ends in proportion to their probabilities instead of half and half (the balance heuristic of
+multiple importance sampling): at ``x`` the ratio ``r`` is replaced by ``2 r / (1 + |r|^2) =
+e^{i arg r} / cosh(log|r|)``, at most 1 in modulus, and ``x'`` carries the rest. Both are unbiased
+for draws from ``|psi|^2`` and exact for exact weights over a closed set (the whole space, or the
+samples in the sampled mode with ``|psi|^2`` weights). There is no semistochastic mode: drawing
+``x'`` by ``|H_xx'|`` weights it by ``S_x / |H_xx'|``, without bound where ``H`` is small.
 
 The slow reference is :func:`reference_rdms`: PySCF's ``make_rdm12s`` of the whole vector.
 """
@@ -40,7 +49,6 @@ The slow reference is :func:`reference_rdms`: PySCF's ``make_rdm12s`` of the who
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -49,68 +57,18 @@ from hamiltonians.amplitudes import AmplitudeTable
 from hamiltonians.determinants import as_occupation, unique_keys, unpack_keys
 from hamiltonians.excitations import connected_chunk, excitation_classes
 from hamiltonians.local_energy import DEFAULT_PSI_CHUNK, evaluate_in_chunks
+from hamiltonians.rdm_matrices import LOCAL_BOUND, RDM_NAMES, RDMs, spin_square_coefficients, unseen_mass
 
 __all__ = ["RDMs", "rdm_moments", "rdms_from_moments", "functional_from_moments", "spin_square_coefficients",
-           "local_rdms", "reference_rdms", "RDM_NAMES", "RDM_MODES"]
+           "local_rdms", "reference_rdms", "unseen_mass", "RDM_NAMES", "RDM_MODES", "RDM_ESTIMATORS",
+           "LOCAL_BOUND"]
 
-#: The matrices an :class:`RDMs` holds, spin-resolved then spin-traced.
-RDM_NAMES = ("dm1a", "dm1b", "dm2aa", "dm2ab", "dm2bb", "dm1", "dm2")
 RDM_MODES = ("exact", "truncated", "sampled")
+RDM_ESTIMATORS = ("balanced", "plain")
 _SOURCES = {  # target -> the spin-resolved blocks it sums (ab also enters dm2 transposed)
     "dm1a": ("1a",), "dm1b": ("1b",), "dm1": ("1a", "1b"),
     "dm2aa": ("2aa",), "dm2ab": ("2ab",), "dm2bb": ("2bb",), "dm2": ("2aa", "2ab", "2ba", "2bb"),
 }
-
-
-@dataclass
-class RDMs:
-    """1- and 2-RDMs (float64 numpy, PySCF's conventions, see the module) with their standard
-    errors (``stderr[name]``, same shapes; zeros for an exact enumeration)."""
-
-    dm1a: np.ndarray
-    dm1b: np.ndarray
-    dm2aa: np.ndarray
-    dm2ab: np.ndarray
-    dm2bb: np.ndarray
-    stderr: dict = field(default_factory=dict)
-
-    @property
-    def n_orbitals(self) -> int:
-        return self.dm1a.shape[0]
-
-    @property
-    def dm1(self) -> np.ndarray:
-        return self.dm1a + self.dm1b
-
-    @property
-    def dm2(self) -> np.ndarray:
-        return self.dm2aa + self.dm2ab + self.dm2ab.transpose(2, 3, 0, 1) + self.dm2bb
-
-    def energy(self, h1, eri, constant: float = 0.0) -> float:
-        """``einsum('pq,qp', h1, dm1) + 0.5 einsum('pqrs,pqrs', eri, dm2) + constant``."""
-        h1, eri = np.asarray(h1, dtype=np.float64), np.asarray(eri, dtype=np.float64)
-        return float(np.einsum("pq,qp", h1, self.dm1) + 0.5 * np.einsum("pqrs,pqrs", eri, self.dm2) + constant)
-
-    def spin_square(self) -> float:
-        """``<S^2>`` (:func:`spin_square_coefficients`)."""
-        return float(sum(np.sum(c * getattr(self, k)) for k, c in spin_square_coefficients(self.n_orbitals).items()))
-
-    def natural_orbitals(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(occupations [N] descending, orbitals [N, N])``: eigenpairs of the spin-traced ``dm1``
-        (columns in the Hamiltonian's orbital basis)."""
-        occ, vec = np.linalg.eigh(self.dm1)
-        return occ[::-1].copy(), vec[:, ::-1].copy()
-
-    def reordered(self, order) -> "RDMs":
-        """The RDMs in the molecule's own orbital order, from RDMs of a Hamiltonian whose orbital
-        ``k`` is the molecule's ``order[k]`` (``hamiltonians.molecular.permute_orbitals``)."""
-        inverse = np.argsort(np.asarray(order))
-
-        def back(m):
-            return m[np.ix_(*([inverse] * m.ndim))]
-
-        return RDMs(*(back(getattr(self, n)) for n in RDM_NAMES[:5]),
-                    stderr={k: back(v) for k, v in self.stderr.items()})
 
 
 def _indices4(idx: torch.Tensor, n: int) -> tuple[torch.Tensor, ...]:
@@ -203,10 +161,9 @@ def _targets(terms: dict, n: int) -> dict:
     return out
 
 
-def _accumulate(moments: dict, targets: dict, weights: torch.Tensor, n: int, errors: bool,
-                functionals: dict) -> None:
-    """Add a chunk's weighted sums ``sum_x w_x O_loc(x)`` (and ``sum_x w_x O_loc(x)^2``) per element,
-    and per functional ``F = sum_name sum_e c[name][e] D[name][e]`` its ``sum_x w_x F_loc(x)^k``."""
+def _accumulate_functionals(moments: dict, targets: dict, weights: torch.Tensor, functionals: dict) -> None:
+    """Add a chunk's ``sum_x w_x F_loc(x)^k`` (k = 1, 2) per functional ``F = sum_name sum_e
+    c[name][e] D[name][e]``."""
     for fname, coefficients in functionals.items():
         local = torch.zeros(weights.shape[0], dtype=torch.float64, device=weights.device)
         for name, coef in coefficients.items():
@@ -217,6 +174,10 @@ def _accumulate(moments: dict, targets: dict, weights: torch.Tensor, n: int, err
                                                    torch.zeros((), dtype=torch.float64)))
         first += (weights * local).sum().cpu()
         second += (weights * local * local).sum().cpu()
+
+
+def _accumulate(moments: dict, targets: dict, weights: torch.Tensor, n: int, errors: bool) -> None:
+    """Add a chunk's weighted sums ``sum_x w_x O_loc(x)`` (and ``sum_x w_x O_loc(x)^2``) per element."""
     for name, (rows, idx, val) in targets.items():
         size = n**2 if name.startswith("dm1") else n**4
         first, second = moments.setdefault(name, (torch.zeros(size, dtype=torch.float64, device=weights.device),
@@ -235,7 +196,8 @@ def _accumulate(moments: dict, targets: dict, weights: torch.Tensor, n: int, err
 def rdm_moments(H, occ: torch.Tensor, weights: torch.Tensor, log_psi_fn=None, *, mode: str = "exact",
                 log_psi_x: torch.Tensor | None = None, threshold: float = 0.0, lookup: AmplitudeTable | None = None,
                 errors: bool = True, functionals: dict | None = None, rows_per_chunk: int | None = None,
-                psi_chunk: int = DEFAULT_PSI_CHUNK) -> dict:
+                psi_chunk: int = DEFAULT_PSI_CHUNK, estimator: str = "balanced",
+                functional_estimators: dict | None = None) -> dict:
     """Weighted sums of the local RDM estimators over a batch: ``name -> (sum_x w_x D_loc(x),
     sum_x w_x D_loc(x)^2)``, flat float64 ``[N^2]`` / ``[N^4]`` per name of :data:`RDM_NAMES`
     (the second zeros unless ``errors``). Add them over processes, then :func:`rdms_from_moments`.
@@ -254,9 +216,17 @@ def rdm_moments(H, occ: torch.Tensor, weights: torch.Tensor, log_psi_fn=None, *,
             summed per sample, so that their error bars count the elements' covariances; they
             come back as scalar ``name -> (sum w F_loc, sum w F_loc^2)``.
         rows_per_chunk: samples per chunk (default: the kernel's element budget).
+        estimator: ``"balanced"`` or ``"plain"`` (see the module), for the elements and, unless
+            ``functional_estimators`` names another for it, for each functional. ``"plain"`` keeps
+            the zero variance of an operator's eigenstate (the energy, ``S^2``); ``"balanced"``
+            bounds the local values of the others.
     """
     if mode not in RDM_MODES:
         raise ValueError(f"mode must be one of {RDM_MODES}, got {mode!r}")
+    by_functional = {f: (functional_estimators or {}).get(f, estimator) for f in (functionals or {})}
+    for kind in (estimator, *by_functional.values()):
+        if kind not in RDM_ESTIMATORS:
+            raise ValueError(f"estimator must be one of {RDM_ESTIMATORS}, got {kind!r}")
     kt = H.kernel_tensors
     functionals = {f: {k: torch.as_tensor(c, dtype=torch.float64, device=kt.device) for k, c in coef.items()}
                    for f, coef in (functionals or {}).items()}
@@ -311,9 +281,20 @@ def rdm_moments(H, occ: torch.Tensor, weights: torch.Tensor, log_psi_fn=None, *,
             take = (~found) & (other >= 0) & (values.abs() >= cut)
             lp[take] = outside.log_psi[other[take]]
             present |= take
-        ratio = torch.where(present, torch.exp(lp - log_psi_x[start:start + step][rows]), 0)
-        terms = _terms(kt, chunk, ratio.reshape(chunk.shape[0], -1))
-        _accumulate(moments, _targets(terms, n), weights[start:start + step], n, errors, functionals)
+        log_ratio = lp - log_psi_x[start:start + step][rows]
+        targets = {}
+        for kind in dict.fromkeys((estimator, *by_functional.values())):
+            if kind == "plain":
+                ratio = torch.exp(log_ratio)
+            else:   # 2 r / (1 + |r|^2), without overflow
+                ratio = torch.exp(1j * log_ratio.imag) / torch.cosh(log_ratio.real)
+            ratio = torch.where(present, ratio, 0).reshape(chunk.shape[0], -1)
+            targets[kind] = _targets(_terms(kt, chunk, ratio), n)
+        w = weights[start:start + step]
+        _accumulate(moments, targets[estimator], w, n, errors)
+        for kind in set(by_functional.values()):
+            _accumulate_functionals(moments, targets[kind], w,
+                                    {f: c for f, c in functionals.items() if by_functional[f] == kind})
     return moments
 
 
@@ -337,20 +318,6 @@ def functional_from_moments(moments: dict, name: str, n_samples: float | None = 
     ``n_samples``), by the energy's rule."""
     first, second = (float(x) for x in moments[name])
     return first, math.sqrt(max(second - first * first, 0.0) / n_samples) if n_samples else 0.0
-
-
-def spin_square_coefficients(n: int) -> dict:
-    """``<S^2>`` as a linear functional of the spin-resolved RDMs (orthonormal orbitals)::
-
-        S^2 = S_z^2 + (S_+ S_- + S_- S_+) / 2
-            = 1/4 [tr dm1a + tr dm1b + sum_pq (dm2aa + dm2bb - 2 dm2ab)[p,p,q,q]]
-              + 1/2 (tr dm1a + tr dm1b) - sum_pq dm2ab[p,q,q,p]
-    """
-    eye = np.eye(n)
-    ppqq = np.einsum("pq,rs->pqrs", eye, eye)   # [p,p,q,q] entries
-    pqqp = np.einsum("ps,qr->pqrs", eye, eye)   # [p,q,q,p] entries
-    return {"dm1a": 0.75 * eye, "dm1b": 0.75 * eye, "dm2aa": 0.25 * ppqq, "dm2bb": 0.25 * ppqq,
-            "dm2ab": -0.5 * ppqq - pqqp}
 
 
 def local_rdms(H, occ: torch.Tensor, weights: torch.Tensor, log_psi_fn=None, *, n_samples: float | None = None,

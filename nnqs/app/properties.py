@@ -55,6 +55,7 @@ def run_properties(trained: TrainedRun, run_dir: str | Path, *, n_samples: int |
     rdms = observables.rdms
     arrays = {name: getattr(rdms, name) for name in ("dm1a", "dm1b", "dm2aa", "dm2ab", "dm2bb")}
     arrays.update({f"{k}_stderr": v for k, v in rdms.stderr.items()})
+    arrays["unseen_mass"] = np.float64(rdms.unseen_mass)
 
     def write_npz(tmp: str) -> None:
         with open(tmp, "wb") as f:
@@ -104,6 +105,9 @@ def format_properties(o: Observables) -> str:
         *([f"  dipole (a.u.)          " + "  ".join(f"{o.functionals[f'dipole_{a}'][0]:+.4f} +- "
                                                     f"{o.functionals[f'dipole_{a}'][1]:.4f}" for a in "xyz")]
           if "dipole_x" in o.functionals else []),
+        *([f"  unreached probability  {o.rdms.unseen_mass:.1e} (Good-Turing): an element can be off by up to "
+           f"{o.rdms.unseen_bound('dm1'):.1e} (dm1), {o.rdms.unseen_bound('dm2'):.1e} (dm2) beyond its error bar"]
+          if o.n_samples is not None else []),
         "  RDMs in rdms.npz (PySCF's conventions, the molecule's orbital order)",
     ])
 

@@ -18,7 +18,7 @@ import torch
 from hamiltonians import MolecularHamiltonian
 from hamiltonians.local_energy import evaluate_in_chunks
 from hamiltonians.rdm import (RDMs, functional_from_moments, rdm_moments, rdms_from_moments,
-                              spin_square_coefficients)
+                              spin_square_coefficients, unseen_mass)
 from nnqs.training.estimators import occupation_log_psi
 from nnqs.wavefunction.tokens import tokens_to_occupations
 from samplers import bas
@@ -35,7 +35,8 @@ class Observables:
     """What :func:`estimate_observables` measured.
 
     Attributes:
-        rdms: :class:`hamiltonians.rdm.RDMs` with standard errors (none when exact).
+        rdms: :class:`hamiltonians.rdm.RDMs` with standard errors (none when exact) and the
+            probability no draw reached (``rdms.unseen_mass``, Good-Turing's estimate).
         energy, energy_stderr: ``E`` from the RDMs (``h1 . dm1 + 1/2 eri . dm2 + constant``).
         spin_square, spin_square_stderr: ``<S^2>``.
         natural_occupations: eigenvalues of ``dm1``, descending.
@@ -61,7 +62,8 @@ class Observables:
                 "spin_square_stderr": self.spin_square_stderr,
                 "natural_occupations": [float(x) for x in self.natural_occupations],
                 "functionals": {k: {"value": v, "stderr": e} for k, (v, e) in self.functionals.items()},
-                "mode": self.mode, "n_samples": self.n_samples, "n_unique": self.n_unique, "seconds": self.seconds}
+                "mode": self.mode, "n_samples": self.n_samples, "n_unique": self.n_unique,
+                "unseen_mass": self.rdms.unseen_mass, "seconds": self.seconds}
 
 
 def _energy_coefficients(H: MolecularHamiltonian) -> dict:
@@ -74,7 +76,7 @@ def _energy_coefficients(H: MolecularHamiltonian) -> dict:
 @torch.no_grad()
 def estimate_observables(model, H: MolecularHamiltonian, *, n_samples: int | None = 100_000, mode: str = "exact",
                          threshold: float = 0.0, seed: int = 0, functionals: dict | None = None,
-                         max_unique: int | None = None) -> Observables:
+                         max_unique: int | None = None, estimator: str = "balanced") -> Observables:
     """RDMs, energy, ``<S^2>`` and natural occupations of ``model`` on ``H``.
 
     Args:
@@ -83,28 +85,36 @@ def estimate_observables(model, H: MolecularHamiltonian, *, n_samples: int | Non
         mode, threshold: which connected ``x'`` enter (:func:`hamiltonians.rdm.rdm_moments`).
         functionals: more linear functionals of the RDMs, ``name -> {rdm name: coefficients}``.
         max_unique: the sampler's frontier budget.
+        estimator: the elements' and extra functionals' estimator, ``"balanced"`` (bounded local
+            values, honest error bars) or ``"plain"`` (:func:`hamiltonians.rdm.rdm_moments`);
+            the energy and ``<S^2>`` are always ``"plain"`` (zero variance at an eigenstate).
     """
     started = time.perf_counter()
     if n_samples is None:
         if H.n_determinants > EXACT_MAX_CONFIGURATIONS:
             raise ValueError(f"an exact enumeration of {H.n_determinants} configurations is too large "
                              f"(at most {EXACT_MAX_CONFIGURATIONS}): give n_samples")
-        tokens, probabilities = enumerate_support(model, max_configurations=EXACT_MAX_CONFIGURATIONS)
-        weights = probabilities.to(torch.float64)
-        weights = weights / weights.sum()   # float32 conditionals leave the product off 1 by ~1e-7
+        tokens, _ = enumerate_support(model, max_configurations=EXACT_MAX_CONFIGURATIONS)
+        weights, unseen = None, 0.0   # |psi|^2 of the amplitudes below: the state the ratios belong to
     else:
         generator = torch.Generator(device=model.device).manual_seed(seed)
         batch = bas.sample(model, n_samples, generator=generator, max_unique=max_unique)
         tokens, weights = batch.tokens, batch.weights.to(torch.float64)
+        unseen = unseen_mass(batch.counts, n_samples)
     occ = tokens_to_occupations(tokens).to(torch.uint8)
     log_psi_fn = occupation_log_psi(model)
-    log_psi_x = evaluate_in_chunks(log_psi_fn, occ)
+    log_psi_x = evaluate_in_chunks(log_psi_fn, occ).to(torch.complex128)
+    if weights is None:   # normalised here: float32 conditionals leave the sum off 1 by ~1e-7
+        weights = torch.exp(2 * (log_psi_x.real - log_psi_x.real.max()))
+        weights = weights / weights.sum()
     wanted = {"energy": _energy_coefficients(H), "spin_square": spin_square_coefficients(H.n_orbitals)}
     wanted.update(functionals or {})
     moments = rdm_moments(H, occ.to(H.device), weights.to(H.device), log_psi_fn, mode=mode,
                           log_psi_x=log_psi_x.to(H.device), threshold=threshold, errors=n_samples is not None,
-                          functionals=wanted)
+                          functionals=wanted, estimator=estimator,
+                          functional_estimators={"energy": "plain", "spin_square": "plain"})
     rdms = rdms_from_moments(moments, H.n_orbitals, n_samples)
+    rdms.unseen_mass = unseen
     values = {name: functional_from_moments(moments, name, n_samples) for name in wanted}
     energy, energy_err = values.pop("energy")
     s2, s2_err = values.pop("spin_square")

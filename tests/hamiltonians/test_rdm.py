@@ -9,8 +9,8 @@ from hamiltonians.determinants import enumerate_determinants, pack_occupations
 from hamiltonians.exact import ground_state
 from hamiltonians.molecular import permute_orbitals
 from hamiltonians.pyscf_io import from_pyscf_ci, to_pyscf_ci
-from hamiltonians.rdm import (RDM_NAMES, functional_from_moments, local_rdms, rdm_moments, rdms_from_moments,
-                              reference_rdms, spin_square_coefficients)
+from hamiltonians.rdm import (LOCAL_BOUND, RDM_NAMES, functional_from_moments, local_rdms, rdm_moments,
+                              rdms_from_moments, reference_rdms, spin_square_coefficients, unseen_mass)
 from tests.systems import random_hamiltonian
 
 
@@ -115,8 +115,30 @@ def test_sample_by_sample_the_local_rdms_give_the_local_energy():
     for k, row in enumerate(rows.tolist()):
         one_hot = torch.zeros(len(rows), dtype=torch.float64)
         one_hot[k] = 1.0
-        local = local_rdms(H, dets[rows], one_hot, fn, mode="exact")
+        local = local_rdms(H, dets[rows], one_hot, fn, mode="exact", estimator="plain")
         assert abs(local.energy(H.h1, H.eri, H.constant) - float(e_loc[k].real)) < 1e-10, row
+
+
+def test_a_functional_can_take_the_plain_estimator_beside_balanced_elements():
+    """The energy summed per sample with ``"plain"`` is the mean of the local energies; the
+    balanced elements give the same mean over the whole space but not sample by sample."""
+    H = random_hamiltonian(5, 2, 2, seed=3)
+    dets, amp = _random_state(5, 2, 2, seed=4)
+    fn = _log_psi_fn(dets, amp)
+    h1, eri = H.h1.double().numpy(), H.eri.double().numpy()
+    energy = {"dm1a": h1.T, "dm1b": h1.T, "dm2aa": 0.5 * eri, "dm2bb": 0.5 * eri,
+              "dm2ab": 0.5 * (eri + eri.transpose(2, 3, 0, 1))}
+    rows = torch.arange(0, len(dets), 7)
+    w = torch.full((len(rows),), 1.0 / len(rows), dtype=torch.float64)
+    e_loc = local_energy(H, dets[rows], fn, mode="exact", eps=0.0).e_loc.real - H.constant
+    moments = rdm_moments(H, dets[rows], w, fn, functionals={"plain": energy, "balanced": energy},
+                          functional_estimators={"plain": "plain"})
+    assert abs(functional_from_moments(moments, "plain")[0] - float((w * e_loc).sum())) < 1e-10
+    assert abs(functional_from_moments(moments, "balanced")[0] - float((w * e_loc).sum())) > 1e-6
+    everything = rdm_moments(H, dets, amp.abs() ** 2, fn, functionals={"plain": energy, "balanced": energy},
+                             functional_estimators={"plain": "plain"})
+    values = [functional_from_moments(everything, f)[0] for f in ("plain", "balanced")]
+    assert abs(values[0] - values[1]) < 1e-10 and abs(values[0] + H.constant - _dense_energy(H, dets, amp)) < 1e-10
 
 
 def test_rdms_come_back_in_the_molecules_orbital_order(molecules):
@@ -159,6 +181,63 @@ def test_standard_errors_cover_the_exact_rdms():
     assert 0.6 < float(np.mean(z ** 2)) < 1.5
 
 
+def test_balanced_errors_cover_a_heavy_tailed_state_where_plain_errors_do_not():
+    """Amplitudes over five decades: the plain ratio psi(x')/psi(x) is large on rare x a few
+    thousand draws seldom hold, so its sample variance is far too small; the balanced
+    estimator's local values are bounded and its z-scores are standard."""
+    H = random_hamiltonian(6, 2, 2, seed=9)
+    dets, amp = _random_state(6, 2, 2, seed=10)
+    g = torch.Generator().manual_seed(3)
+    amp = amp.real * torch.exp(-6 * torch.rand(len(amp), generator=g, dtype=torch.float64))
+    amp = amp / amp.norm()
+    ref = reference_rdms(H, dets, amp.numpy())
+    fn = _log_psi_fn(dets, amp.to(torch.complex128))
+    n, zs = 4000, {"plain": [], "balanced": []}
+    for seed in range(3):
+        torch.manual_seed(seed)
+        counts = torch.distributions.Multinomial(n, probs=amp ** 2).sample()
+        keep = counts > 0
+        for estimator, z in zs.items():
+            got = local_rdms(H, dets[keep], counts[keep] / n, fn, mode="exact", n_samples=n, estimator=estimator)
+            for name in ("dm1a", "dm2ab", "dm2"):
+                err = got.stderr[name]
+                live = err > 1e-9
+                z.append(((getattr(got, name) - getattr(ref, name))[live] / err[live]).ravel())
+    z = np.concatenate(zs["balanced"])
+    assert len(z) > 5000 and np.abs(z).max() < 5.5 and 0.6 < float(np.mean(z ** 2)) < 1.5
+    assert np.abs(np.concatenate(zs["plain"])).max() > 10
+
+
+def test_balanced_local_values_are_bounded_and_plain_ones_are_not():
+    """``LOCAL_BOUND``, on which the unreached configurations' bound rests: sample by sample
+    ``|D_loc| <= LOCAL_BOUND[name]`` with the balanced estimator, on a state over five decades."""
+    H = random_hamiltonian(5, 2, 2, seed=5)
+    dets, amp = _random_state(5, 2, 2, seed=6)
+    amp = amp * torch.exp(-6 * torch.rand(len(amp), generator=torch.Generator().manual_seed(2), dtype=torch.float64))
+    fn = _log_psi_fn(dets, amp / amp.norm())
+    largest = {"balanced": dict.fromkeys(RDM_NAMES, 0.0), "plain": dict.fromkeys(RDM_NAMES, 0.0)}
+    for row in range(0, len(dets), 3):
+        one_hot = torch.zeros(len(dets), dtype=torch.float64)
+        one_hot[row] = 1.0
+        for estimator, top in largest.items():
+            local = local_rdms(H, dets, one_hot, fn, estimator=estimator)
+            for name in RDM_NAMES:
+                top[name] = max(top[name], float(np.abs(getattr(local, name)).max()))
+    assert all(largest["balanced"][name] <= LOCAL_BOUND[name] + 1e-12 for name in RDM_NAMES), largest["balanced"]
+    assert largest["plain"]["dm1a"] > 10 * LOCAL_BOUND["dm1a"]
+
+
+def test_unseen_mass_is_good_turings_singletons_and_survives_reordering():
+    counts = torch.tensor([5, 1, 3, 1, 1, 9])
+    assert unseen_mass(counts, int(counts.sum())) == 3 / 20
+    H = random_hamiltonian(4, 2, 1, seed=1)
+    dets, amp = _random_state(4, 2, 1, seed=2)
+    rdms = local_rdms(H, dets, amp.abs() ** 2, _log_psi_fn(dets, amp))
+    rdms.unseen_mass = 0.25
+    again = rdms.reordered([2, 0, 3, 1])
+    assert again.unseen_mass == 0.25 and again.unseen_bound("dm2") == 4 * 0.25
+
+
 def test_bad_arguments_are_named():
     H = random_hamiltonian(4, 2, 1)
     dets, amp = _random_state(4, 2, 1)
@@ -166,6 +245,8 @@ def test_bad_arguments_are_named():
         local_rdms(H, dets, amp.abs() ** 2, log_psi_x=amp.log(), mode="semistochastic")
     with pytest.raises(ValueError, match="weights"):
         local_rdms(H, dets, torch.ones(3), log_psi_x=amp.log())
+    with pytest.raises(ValueError, match="estimator"):
+        local_rdms(H, dets, amp.abs() ** 2, log_psi_x=amp.log(), estimator="mixed")
     with pytest.raises(ValueError, match="outside"):
         local_rdms(H, dets[:3], torch.ones(3) / 3, log_psi_x=amp[:3].log(), mode="exact")
 

@@ -23,24 +23,24 @@ def _trained(tmp_path, monkeypatch, name, geometry, basis, steps, **molecule):
     return load_trained(tmp_path / name), result
 
 
-@pytest.mark.xfail(reason="measured 2026-12-03: one dm1 element 45 sigma off on 200k draws (another 4.4); the "
-                          "per-element error of an off-diagonal estimator with psi(x')/psi(x) unbounded is suspect; "
-                          "to investigate", strict=False)
 def test_sampled_rdms_of_trained_lih_631g_are_within_their_errors(tmp_path, monkeypatch):
+    """Every element within 4 standard errors plus the bound on what the unreached configurations
+    can move it (2e5 draws reach ~70 configurations of 3025); the elements whose statistical error
+    dominates that bound have standard z-scores."""
     trained, _ = _trained(tmp_path, monkeypatch, "lih", "Li 0 0 0; H 0 0 1.5949", "6-31g", 200)
     H = trained.system.hamiltonian
     exact = estimate_observables(trained.model, H, n_samples=None)
-    sampled = estimate_observables(trained.model, H, n_samples=200_000, seed=7)
-    zs = {}
+    sampled = estimate_observables(trained.model, H, n_samples=200_000, seed=7)   # balanced estimator
+    assert 0 < sampled.rdms.unseen_mass < 1e-3
+    reached = []
     for name in ("dm1", "dm1a", "dm2aa", "dm2ab", "dm2"):
-        err = sampled.rdms.stderr[name]
-        live = err > 1e-12
-        zs[name] = ((getattr(sampled.rdms, name) - getattr(exact.rdms, name))[live] / err[live]).ravel()
-    assert np.abs(zs["dm1"]).max() < 4 and np.abs(zs["dm1a"]).max() < 4
-    for name in ("dm2aa", "dm2ab", "dm2"):   # thousands of elements: a few beyond 4 sigma by chance at most
-        assert np.mean(np.abs(zs[name]) > 4) < 2e-3, name
-    z = np.concatenate(list(zs.values()))
-    assert 0.5 < float(np.mean(z ** 2)) < 1.5
+        diff, err = getattr(sampled.rdms, name) - getattr(exact.rdms, name), sampled.rdms.stderr[name]
+        bound = sampled.rdms.unseen_bound(name)
+        assert np.all(np.abs(diff) <= 4 * err + bound), name
+        live = err > bound
+        reached.append((diff[live] / err[live]).ravel())
+    z = np.concatenate(reached)
+    assert len(z) > 30 and np.abs(z).max() < 4 and 0.5 < float(np.mean(z ** 2)) < 1.5
     assert abs(sampled.energy - exact.energy) < 4 * sampled.energy_stderr
 
 

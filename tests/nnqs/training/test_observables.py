@@ -54,6 +54,8 @@ def test_sampled_rdms_fall_within_their_error_bars_of_the_exact_ones():
             zs.append(((getattr(got.rdms, key) - getattr(exact.rdms, key))[live] / err[live]).ravel())
         zs.append(np.array([(got.energy - exact.energy) / got.energy_stderr,
                             (got.spin_square - exact.spin_square) / got.spin_square_stderr]))
+        assert got.rdms.unseen_mass == got.to_dict()["unseen_mass"] > 0   # 5000 draws over 100 configurations
+    assert exact.rdms.unseen_mass == 0.0
     z = np.concatenate(zs)
     assert len(z) > 300
     assert np.abs(z).max() < 5.5
