@@ -324,7 +324,9 @@ def local_rdms(H, occ: torch.Tensor, weights: torch.Tensor, log_psi_fn=None, *, 
                **kwargs) -> RDMs:
     """The RDMs of one batch on one process: :func:`rdm_moments` then :func:`rdms_from_moments`."""
     moments = rdm_moments(H, occ, weights, log_psi_fn, errors=n_samples is not None, **kwargs)
-    return rdms_from_moments(moments, H.n_orbitals, n_samples)
+    rdms = rdms_from_moments(moments, H.n_orbitals, n_samples)
+    rdms.mode, rdms.estimator = kwargs.get("mode", "exact"), kwargs.get("estimator", "balanced")
+    return rdms
 
 
 def reference_rdms(H, occ: torch.Tensor, amplitudes) -> RDMs:

@@ -5,7 +5,8 @@ configurations no sample reached can move them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -26,9 +27,14 @@ class RDMs:
     the probability of the configurations no sample reached (:func:`unseen_mass`; 0 when exact).
 
     A sample's variance says nothing of configurations it never drew, so an element whose pairs
-    lie among them can be off by far more than its standard error; with the balanced estimator
-    (``|D_loc| <= LOCAL_BOUND[name]``) by at most ``LOCAL_BOUND[name] * unseen_mass``
-    (:meth:`unseen_bound`), which an honest error bar adds to the statistical one."""
+    lie among them can be off by far more than its standard error. ``unseen_mass`` (set by
+    :func:`nnqs.training.observables.estimate_observables` when it samples; 0 otherwise) is
+    Good-Turing's estimate of their probability; with every connected ``x'`` evaluated (mode
+    ``"exact"``) and the balanced estimator (``|D_loc| <= LOCAL_BOUND[name]``) they can move an
+    element by about ``LOCAL_BOUND[name] * unseen_mass`` (:meth:`unseen_bound`), which an honest
+    error bar adds to the statistical one. In the other modes an ``x'`` outside the samples is
+    dropped from a pair whose other end was drawn, which can cost up to ``|psi(x) psi(x')|``,
+    far more than ``|psi(x')|^2``: there is no such bound (NaN)."""
 
     dm1a: np.ndarray
     dm1b: np.ndarray
@@ -37,9 +43,14 @@ class RDMs:
     dm2bb: np.ndarray
     stderr: dict = field(default_factory=dict)
     unseen_mass: float = 0.0
+    mode: str = "exact"
+    estimator: str = "balanced"
 
     def unseen_bound(self, name: str) -> float:
-        """The most the unreached configurations can move an element of ``name``."""
+        """About the most the unreached configurations move an element of ``name`` (an estimate,
+        as Good-Turing's mass is); NaN unless mode ``"exact"`` with the balanced estimator."""
+        if self.mode != "exact" or self.estimator != "balanced":
+            return math.nan
         return LOCAL_BOUND[name] * self.unseen_mass
 
     @property
@@ -77,8 +88,8 @@ class RDMs:
         def back(m):
             return m[np.ix_(*([inverse] * m.ndim))]
 
-        return RDMs(*(back(getattr(self, n)) for n in RDM_NAMES[:5]),
-                    stderr={k: back(v) for k, v in self.stderr.items()}, unseen_mass=self.unseen_mass)
+        return replace(self, **{n: back(getattr(self, n)) for n in RDM_NAMES[:5]},
+                       stderr={k: back(v) for k, v in self.stderr.items()})
 
 
 def unseen_mass(counts: torch.Tensor, n_samples: int) -> float:

@@ -31,8 +31,9 @@ def reference_casscf(geometry: str, basis: str, norb: int, nelec: int, kind: str
     """``(e_tot, wall seconds)`` of CASCI (``kind="casci"``) or two-step CASSCF with PySCF's FCI
     solver or block2's DMRG (``reference="dmrg"``) on N2's RHF orbitals; self-contained, so it can
     run in another process."""
-    from pyscf import gto, mcscf, scf
+    from pyscf import gto, lib, mcscf, scf
 
+    lib.num_threads(1)   # one core, beside nnqs's
     began = time.perf_counter()
     mf = scf.RHF(gto.M(atom=geometry, basis=basis, verbose=0)).run()
     exact = (mcscf.CASCI if kind == "casci" else mcscf.CASSCF)(mf, norb, nelec)
@@ -84,29 +85,31 @@ def main(argv=None) -> dict:
     pool = (concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
             if args.parallel else None)
     pending = {kind: pool.submit(reference_casscf, *reference[kind]) for kind in args.kinds} if pool else {}
-    ours = {"casci": casci, "casscf": casscf}
-    for kind in args.kinds:
-        began = time.perf_counter()
-        mc = ours[kind](mf, norb, nelec, config=settings, workdir=f"{workdir}/{kind}", warm_steps=args.warm_steps)
-        mc.verbose = 4 if kind == "casscf" else 0
-        if kind == "casscf":
-            mc.max_cycle_macro = args.macro
-            mc.mc2step()
-        else:
-            mc.kernel()
-        seconds = time.perf_counter() - began
-        exact_e, exact_seconds = pending[kind].result() if pool else reference_casscf(*reference[kind])
-        rows[kind] = {"e_reference_solver": exact_e, "e_nnqs": float(mc.e_tot),
-                      "difference_mha": 1e3 * (float(mc.e_tot) - exact_e),
-                      "seconds_reference_solver": exact_seconds, "seconds_nnqs": seconds,
-                      "solver_calls": mc.fcisolver.calls, "converged": bool(mc.converged)}
-        rows[kind]["reference"] = args.reference
-        logging.info("%s: nnqs %.8f, %s solver %.8f, difference %.3f mHa, %.0f s", kind, mc.e_tot, args.reference,
-                     exact_e, rows[kind]["difference_mha"], seconds)
-        saved = save_results(args.out, rows, args=args, system=f"N2 / {args.basis}, CAS({nelec}, {norb})",
-                             workdir=workdir)
-    if pool is not None:
-        pool.shutdown()
+    try:
+        ours = {"casci": casci, "casscf": casscf}
+        for kind in args.kinds:
+            began = time.perf_counter()
+            mc = ours[kind](mf, norb, nelec, config=settings, workdir=f"{workdir}/{kind}", warm_steps=args.warm_steps)
+            mc.verbose = 4 if kind == "casscf" else 0
+            if kind == "casscf":
+                mc.max_cycle_macro = args.macro
+                mc.mc2step()
+            else:
+                mc.kernel()
+            seconds = time.perf_counter() - began
+            exact_e, exact_seconds = pending[kind].result() if pool else reference_casscf(*reference[kind])
+            rows[kind] = {"e_reference_solver": exact_e, "e_nnqs": float(mc.e_tot),
+                          "difference_mha": 1e3 * (float(mc.e_tot) - exact_e),
+                          "seconds_reference_solver": exact_seconds, "seconds_nnqs": seconds,
+                          "solver_calls": mc.fcisolver.calls, "converged": bool(mc.converged)}
+            rows[kind]["reference"] = args.reference
+            logging.info("%s: nnqs %.8f, %s solver %.8f, difference %.3f mHa, %.0f s", kind, mc.e_tot, args.reference,
+                         exact_e, rows[kind]["difference_mha"], seconds)
+            saved = save_results(args.out, rows, args=args, system=f"N2 / {args.basis}, CAS({nelec}, {norb})",
+                                 workdir=workdir)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     return saved
 
 

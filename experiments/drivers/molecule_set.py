@@ -34,16 +34,19 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from experiments.common import default_config, molecule_set, parse_changes  # noqa: E402
 from nnqs.app.io import atomic_write, load_checkpoint, write_json  # noqa: E402
+from nnqs.app.recipe import saved_by  # noqa: E402
 from nnqs.app.runconfig import ConfigError, RunConfig  # noqa: E402
 
 def folder_state(config: RunConfig, folder: Path) -> str:
     """``"done"`` (its ``result.json`` is this config's), ``"resume"`` (its checkpoint is),
-    ``"new"`` (nothing there) or ``"other"`` (a run of another config)."""
-    expected = json.loads(json.dumps(config.to_dict()))
+    ``"new"`` (nothing there) or ``"other"`` (a run of another config); the settings the config
+    leaves to the run's recipe match whatever it chose (:func:`nnqs.app.recipe.saved_by`)."""
     if (folder / "result.json").exists():
-        return "done" if json.loads((folder / "result.json").read_text()).get("config") == expected else "other"
+        result = json.loads((folder / "result.json").read_text())
+        return "done" if saved_by(config, result.get("config"), result.get("recipe")) else "other"
     if (folder / "checkpoint.pt").exists():
-        return "resume" if json.loads(json.dumps(load_checkpoint(folder / "checkpoint.pt").get("config"))) == expected \
+        state = load_checkpoint(folder / "checkpoint.pt")
+        return "resume" if saved_by(config, json.loads(json.dumps(state.get("config"))), state.get("recipe")) \
             else "other"
     return "new"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 
 import numpy as np
@@ -105,8 +106,11 @@ def format_properties(o: Observables) -> str:
         *([f"  dipole (a.u.)          " + "  ".join(f"{o.functionals[f'dipole_{a}'][0]:+.4f} +- "
                                                     f"{o.functionals[f'dipole_{a}'][1]:.4f}" for a in "xyz")]
           if "dipole_x" in o.functionals else []),
-        *([f"  unreached probability  {o.rdms.unseen_mass:.1e} (Good-Turing): an element can be off by up to "
-           f"{o.rdms.unseen_bound('dm1'):.1e} (dm1), {o.rdms.unseen_bound('dm2'):.1e} (dm2) beyond its error bar"]
+        *([f"  unreached probability  {o.rdms.unseen_mass:.1e} (Good-Turing); "
+           + (f"an element can be off by about {o.rdms.unseen_bound('dm1'):.1e} (dm1), "
+              f"{o.rdms.unseen_bound('dm2'):.1e} (dm2) beyond its error bar"
+              if math.isfinite(o.rdms.unseen_bound("dm1")) else
+              f"in {o.mode} mode an element can be off by more than that beyond its error bar")]
           if o.n_samples is not None else []),
         "  RDMs in rdms.npz (PySCF's conventions, the molecule's orbital order)",
     ])

@@ -26,6 +26,7 @@ from nnqs.app.folder import claim_run_folder
 from nnqs.app.io import load_checkpoint, save_checkpoint, write_json
 from nnqs.app.provenance import provenance
 from nnqs.app.report import MetricsLog, write_result
+from nnqs.app.recipe import apply_recipe
 from nnqs.app.references import reference_fields
 from nnqs.app.runconfig import ConfigError, RunConfig, check_device, config_from_dict
 from nnqs.app.signals import SignalStop, StopNow
@@ -271,6 +272,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     state = comm.run_on_main(lambda: _read_checkpoint(config, ckpt_path, extend)) if resume else None
     system = comm.run_on_main(lambda: run_system(config.molecule, out, resume=resume))
     H = system.hamiltonian.to(device=config.run.device)
+    config, recipe = apply_recipe(config, H.n_determinants, 2 * H.n_orbitals, checkpoint=state)
     model = build_model(config.model, system).to(config.run.device)
     _check_memory(config, model, H, fits=not resume and config.start.mode not in ("none", "hf"))
     trainer = Trainer(model, H, config.optim, config.sampler, config.local_energy, seed=config.run.seed, comm=comm)
@@ -297,7 +299,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     metrics = _on_main(comm, open_outputs)   # an error opening them stops every rank
     target = config.optim.steps if stop_after is None else min(stop_after, config.optim.steps)
     checkpoints = _Checkpoints(ckpt_path, config, target, comm=comm, metrics=metrics, payload=lambda: {
-        "p_hf": start_p_hf, "start": start_summary, **clock.times()})
+        "p_hf": start_p_hf, "start": start_summary, "recipe": recipe, **clock.times()})
     stop = StopOnPlateau(config.stop, last_regime_start(config.optim, config.local_energy), comm=comm,
                          energies=metrics.column("energy") if metrics else (),
                          stderrs=metrics.column("stderr") if metrics else ())
@@ -318,7 +320,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     wall = clock.wall()  # the training's; the evaluation has its own seconds
     evaluation = final_evaluation(trainer, system.hf_tokens)
     result = _result(config, system, trainer, evaluation.to_dict(), start_summary, start_p_hf, comm)
-    result.update({**clock.times(), "stopped_early": converged, "wall_seconds": wall})
+    result.update({**clock.times(), "recipe": recipe, "stopped_early": converged, "wall_seconds": wall})
     if comm.is_main:
         result["variance_extrapolation"] = variance_extrapolation(metrics.column("energy"), metrics.column("variance"))
         write_result(out, config, result, metrics, trainer.step)

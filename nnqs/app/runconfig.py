@@ -37,6 +37,10 @@ from nnqs.training.start import StartSettings
 from nnqs.wavefunction.config import ModelConfig
 
 
+#: ``[run] recipe`` values (:mod:`nnqs.app.recipe`).
+RECIPES = ("auto", "default", "large")
+
+
 class ConfigError(ValueError):
     """A bad configuration: unknown key, wrong type or impossible value."""
 
@@ -103,6 +107,9 @@ class RunSettings:
         collective_timeout: seconds a process of a multi-process run (torchrun) waits in a
             collective for another before the job stops with an error (a rank that died ends
             the others sooner: its closed connection is noticed at once).
+        recipe: ``"auto"``, ``"default"`` or ``"large"``: settings chosen from the size of the
+            space (:mod:`nnqs.app.recipe`; ``"auto"`` = ``"large"`` past 1e6 determinants), for
+            the settings the config leaves at their defaults.
     """
 
     seed: int = 0
@@ -112,8 +119,11 @@ class RunSettings:
     threads: int = 0
     collective_timeout: float = 600.0
     max_memory_gib: float = 0.0
+    recipe: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.recipe not in RECIPES:
+            raise ConfigError(f"[run] recipe must be one of {', '.join(map(repr, RECIPES))}, got {self.recipe!r}")
         if self.checkpoint_every < 1 or self.threads < 0:
             raise ConfigError(f"[run] checkpoint_every ({self.checkpoint_every}) must be >= 1 and threads "
                               f"({self.threads}) >= 0")

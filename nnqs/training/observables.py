@@ -37,7 +37,10 @@ class Observables:
     Attributes:
         rdms: :class:`hamiltonians.rdm.RDMs` with standard errors (none when exact) and the
             probability no draw reached (``rdms.unseen_mass``, Good-Turing's estimate).
-        energy, energy_stderr: ``E`` from the RDMs (``h1 . dm1 + 1/2 eri . dm2 + constant``).
+        energy, energy_stderr: ``E = h1 . dm1 + 1/2 eri . dm2 + constant`` summed per sample
+            with the plain estimator (the mean local energy); over an exact enumeration it equals
+            ``rdms.energy(...)``, from samples the balanced elements give another estimate.
+            ``spin_square`` alike.
         spin_square, spin_square_stderr: ``<S^2>``.
         natural_occupations: eigenvalues of ``dm1``, descending.
         functionals: ``name -> (value, stderr)`` of the extra linear functionals asked for.
@@ -114,7 +117,7 @@ def estimate_observables(model, H: MolecularHamiltonian, *, n_samples: int | Non
                           functionals=wanted, estimator=estimator,
                           functional_estimators={"energy": "plain", "spin_square": "plain"})
     rdms = rdms_from_moments(moments, H.n_orbitals, n_samples)
-    rdms.unseen_mass = unseen
+    rdms.unseen_mass, rdms.mode, rdms.estimator = unseen, mode, estimator
     values = {name: functional_from_moments(moments, name, n_samples) for name in wanted}
     energy, energy_err = values.pop("energy")
     s2, s2_err = values.pop("spin_square")

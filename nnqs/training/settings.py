@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 from samplers.tree import DEFAULT_MAX_CACHE_BYTES
 
+#: A setting left to the run's recipe (:mod:`nnqs.app.recipe`).
+AUTO = -1
+
 
 @dataclass(frozen=True)
 class SamplerConfig:
@@ -77,6 +80,9 @@ class LocalEnergyConfig:
             instead (0 = the fine mode throughout): cheap local energies for a network far from
             converged, whose bias the fine steps then remove. With ``"sampled"`` no amplitude
             outside the samples is computed, so the estimate sees only the unique samples.
+            ``-1`` (default, :data:`AUTO`): the run's recipe decides (:mod:`nnqs.app.recipe`:
+            0 for a small space, all but the last 30 steps past 1e6 determinants); left
+            unresolved it means 0.
         coarse_mode, coarse_threshold: the coarse phase's mode (``"sampled"`` or
             ``"truncated"``) and threshold.
         amplitudes: amplitudes of connected configurations outside the samples: ``"full"``
@@ -89,7 +95,7 @@ class LocalEnergyConfig:
     mode: str = "truncated"
     threshold: float = 3e-3
     draws: int = 100
-    coarse_steps: int = 0
+    coarse_steps: int = -1
     coarse_mode: str = "sampled"
     coarse_threshold: float = 3e-2
     amplitudes: str = "full"
@@ -101,9 +107,9 @@ class LocalEnergyConfig:
             raise ValueError(f"draws must be >= 1, got {self.draws}")
         if self.coarse_mode not in ("truncated", "sampled"):
             raise ValueError(f"coarse_mode must be 'truncated' or 'sampled', got {self.coarse_mode!r}")
-        if self.coarse_steps < 0 or not self.coarse_threshold >= 0:
-            raise ValueError(f"coarse_steps ({self.coarse_steps}) and coarse_threshold ({self.coarse_threshold}) "
-                             "must be >= 0")
+        if self.coarse_steps < AUTO or not self.coarse_threshold >= 0:
+            raise ValueError(f"coarse_steps ({self.coarse_steps}) must be >= 0 (or -1: the recipe's) and "
+                             f"coarse_threshold ({self.coarse_threshold}) >= 0")
         if not self.threshold >= 0:
             raise ValueError(f"threshold must be >= 0, got {self.threshold}")
         if self.amplitudes not in ("cache", "full"):

@@ -208,19 +208,21 @@ def test_balanced_errors_cover_a_heavy_tailed_state_where_plain_errors_do_not():
     assert np.abs(np.concatenate(zs["plain"])).max() > 10
 
 
-def test_balanced_local_values_are_bounded_and_plain_ones_are_not():
+@pytest.mark.parametrize("shape", [(5, 2, 2), (6, 3, 3), (5, 3, 1)])
+def test_balanced_local_values_are_bounded_and_plain_ones_are_not(shape):
     """``LOCAL_BOUND``, on which the unreached configurations' bound rests: sample by sample
-    ``|D_loc| <= LOCAL_BOUND[name]`` with the balanced estimator, on a state over five decades."""
-    H = random_hamiltonian(5, 2, 2, seed=5)
-    dets, amp = _random_state(5, 2, 2, seed=6)
+    ``|D_loc| <= LOCAL_BOUND[name]`` with the balanced estimator (complex amplitudes over five
+    decades; each x alone as the sample, its x' from the exact mode)."""
+    n, na, nb = shape
+    H = random_hamiltonian(n, na, nb, seed=5)
+    dets, amp = _random_state(n, na, nb, seed=6)
     amp = amp * torch.exp(-6 * torch.rand(len(amp), generator=torch.Generator().manual_seed(2), dtype=torch.float64))
     fn = _log_psi_fn(dets, amp / amp.norm())
     largest = {"balanced": dict.fromkeys(RDM_NAMES, 0.0), "plain": dict.fromkeys(RDM_NAMES, 0.0)}
-    for row in range(0, len(dets), 3):
-        one_hot = torch.zeros(len(dets), dtype=torch.float64)
-        one_hot[row] = 1.0
+    one = torch.ones(1, dtype=torch.float64)
+    for row in range(0, len(dets), 2):
         for estimator, top in largest.items():
-            local = local_rdms(H, dets, one_hot, fn, estimator=estimator)
+            local = local_rdms(H, dets[row:row + 1], one, fn, estimator=estimator)
             for name in RDM_NAMES:
                 top[name] = max(top[name], float(np.abs(getattr(local, name)).max()))
     assert all(largest["balanced"][name] <= LOCAL_BOUND[name] + 1e-12 for name in RDM_NAMES), largest["balanced"]
@@ -236,6 +238,10 @@ def test_unseen_mass_is_good_turings_singletons_and_survives_reordering():
     rdms.unseen_mass = 0.25
     again = rdms.reordered([2, 0, 3, 1])
     assert again.unseen_mass == 0.25 and again.unseen_bound("dm2") == 4 * 0.25
+    # dropping an unsampled x' from a pair has no such bound
+    sampled = local_rdms(H, dets, amp.abs() ** 2, log_psi_x=amp.log(), mode="sampled")
+    assert sampled.mode == "sampled" and np.isnan(sampled.unseen_bound("dm1"))
+    assert np.isnan(local_rdms(H, dets, amp.abs() ** 2, _log_psi_fn(dets, amp), estimator="plain").unseen_bound("dm1"))
 
 
 def test_bad_arguments_are_named():

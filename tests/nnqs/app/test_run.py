@@ -48,8 +48,9 @@ def test_result_json_records_the_code_and_the_effective_config(tmp_path):
     here = provenance()
     assert saved["provenance"] == here and saved["provenance"]["version"]
     assert here["commit"] is None or len(here["commit"]) == 40
-    effective = json.loads(json.dumps(config.to_dict()))   # tuples as JSON lists
-    assert saved["config"] == effective and config_from_dict(saved["config"]) == config
+    resolved = config.replace("local_energy", coarse_steps=0)   # what the recipe left to it (nnqs.app.recipe)
+    effective = json.loads(json.dumps(resolved.to_dict()))   # tuples as JSON lists
+    assert saved["config"] == effective and config_from_dict(saved["config"]) == resolved
     assert saved["config"]["start"]["phase_steps"] == 3000 and saved["config"]["local_energy"]["mode"] == "truncated"
     assert saved["start"]["settings"] == saved["config"]["start"] and saved["start"]["fidelity"] > 0.5
     sessions = json.loads((tmp_path / "out" / "provenance.json").read_text())["sessions"]

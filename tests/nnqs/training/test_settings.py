@@ -17,7 +17,7 @@ def test_coarse_phase_schedule_and_validation():
     with pytest.raises(ValueError, match="coarse_mode"):
         LocalEnergyConfig(coarse_mode="exact")
     with pytest.raises(ValueError, match="coarse_steps"):
-        LocalEnergyConfig(coarse_steps=-1)
+        LocalEnergyConfig(coarse_steps=-2)
 
 
 @pytest.mark.parametrize("cls, changes, needle", [

@@ -1,0 +1,99 @@
+"""nnqs.app.recipe: the settings left to the recipe, chosen from the space's size."""
+
+import csv
+import json
+
+import pytest
+
+from nnqs.app import recipe
+from nnqs.app.recipe import FINE_MAX_SPIN_ORBITALS, FINE_STEPS, LARGE_SPACE, apply_recipe, resolve_recipe, saved_by
+from nnqs.app.run import run
+from nnqs.app.runconfig import ConfigError, config_from_dict
+from tests.nnqs.app.helpers import TINY
+
+
+def _config(run_table=None, **tables):
+    return config_from_dict({**TINY, "optim": {"steps": 100}, "run": {**TINY.get("run", {}), **(run_table or {})},
+                             **tables})
+
+
+def test_auto_is_large_past_the_limit_and_a_name_is_taken_as_given():
+    assert resolve_recipe("auto", LARGE_SPACE) == "default"
+    assert resolve_recipe("auto", LARGE_SPACE + 1) == "large"
+    assert resolve_recipe("large", 4) == "large" and resolve_recipe("default", 10**9) == "default"
+
+
+def test_the_large_recipe_fills_only_what_the_config_left_to_it():
+    config, summary = apply_recipe(_config(), LARGE_SPACE + 1, 26)
+    assert config.local_energy.coarse_steps == 100 - FINE_STEPS and config.local_energy.coarse_mode == "sampled"
+    assert summary == {"name": "large", "n_determinants": LARGE_SPACE + 1,
+                       "changed": {"local_energy.coarse_steps": 100 - FINE_STEPS}}
+    small, summary = apply_recipe(_config(), 36, 12)
+    assert small.local_energy.coarse_steps == 0 and summary["name"] == "default"
+    for given in (0, 40):   # written in the config: kept, 0 included
+        kept, summary = apply_recipe(_config(local_energy={"coarse_steps": given}), LARGE_SPACE + 1, 26)
+        assert kept.local_energy.coarse_steps == given and summary["changed"] == {}
+    wide, _ = apply_recipe(_config(), LARGE_SPACE + 1, FINE_MAX_SPIN_ORBITALS + 2)
+    assert wide.local_energy.coarse_steps == 100   # a truncated step costs minutes there: the evaluation alone
+    forced, _ = apply_recipe(_config({"recipe": "default"}), 10**9, 52)
+    assert forced.local_energy.coarse_steps == 0
+
+
+def _saved(config, n, spin_orbitals=26):
+    resolved, summary = apply_recipe(config, n, spin_orbitals)
+    return json.loads(json.dumps(resolved.to_dict())), summary
+
+
+def test_a_saved_config_is_this_configs_as_the_recipe_chose_it():
+    config = _config()
+    for n in (36, LARGE_SPACE + 1):
+        assert saved_by(config, *_saved(config, n))
+    # a hand-set value where this config leaves it to the recipe is another run's
+    hand, summary = _saved(_config(local_energy={"coarse_steps": 5}), 36)
+    assert summary["changed"] == {} and not saved_by(config, hand, summary)
+    assert not saved_by(_config(local_energy={"coarse_steps": 0}), *_saved(config.replace("local_energy",
+                                                                                          coarse_steps=5), 36))
+    assert not saved_by(config, *_saved(_config({"seed": 3}), 36))
+
+
+def test_a_resumed_run_keeps_its_choice_and_never_returns_to_the_coarse_phase():
+    config = _config()                       # 100 steps, coarse_steps left to the recipe
+    saved = {"config": {"local_energy": {"coarse_steps": 0}, "optim": {"steps": 100}}, "trainer": {"step": 40}}
+    kept, _ = apply_recipe(config, LARGE_SPACE + 1, 26, checkpoint=saved)   # an older run, made with 0
+    assert kept.local_energy.coarse_steps == 0
+    extended = config.replace("optim", steps=200)
+    saved = {"config": {"local_energy": {"coarse_steps": 70}, "optim": {"steps": 100}}, "trainer": {"step": 80}}
+    past, _ = apply_recipe(extended, LARGE_SPACE + 1, 26, checkpoint=saved)   # in its fine steps: stays there
+    assert past.local_energy.coarse_steps == 70
+    saved["trainer"]["step"] = 50                                            # still coarse: over the new total
+    during, _ = apply_recipe(extended, LARGE_SPACE + 1, 26, checkpoint=saved)
+    assert during.local_energy.coarse_steps == 200 - FINE_STEPS
+
+
+def test_unresolved_auto_means_no_coarse_phase():
+    from nnqs.training.settings import AUTO, LocalEnergyConfig, OptimConfig, last_regime_start
+
+    cfg = LocalEnergyConfig()
+    assert cfg.coarse_steps == AUTO and cfg.at(0) == cfg.fine
+    assert last_regime_start(OptimConfig(steps=50, method="adamw"), cfg) == 0
+
+
+def test_a_bad_recipe_is_named():
+    with pytest.raises(ConfigError, match="recipe"):
+        _config({"recipe": "huge"})
+
+
+def test_a_run_records_its_recipe_and_trains_with_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(recipe, "LARGE_SPACE", 2)   # H2's 4 determinants count as large
+    table = {**TINY, "optim": {**TINY["optim"], "steps": FINE_STEPS + 3}, "start": {"mode": "hf"},
+             "sampler": {"n_samples": 10, "unique_window": [2, 3]}, "local_energy": {"threshold": 1e-12}}
+    result = run(config_from_dict(table), tmp_path / "out", progress=False)
+    saved = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert saved["recipe"] == result["recipe"] == {"name": "large", "n_determinants": 4,
+                                                   "changed": {"local_energy.coarse_steps": 3}}
+    assert saved_by(config_from_dict(table), saved["config"], saved["recipe"])
+    assert saved["config"]["local_energy"]["coarse_steps"] == 3
+    rows = list(csv.DictReader((tmp_path / "out" / "metrics.csv").open()))
+    assert all(int(r["n_amplitudes"]) == 0 for r in rows[:3])   # the coarse steps: no outside amplitude
+    assert any(int(r["n_unique"]) < 4 for r in rows[:3])        # though some determinants were unsampled
+    assert any(int(r["n_amplitudes"]) > 0 for r in rows[3:])     # the fine steps evaluate them
