@@ -47,3 +47,12 @@ def test_the_reference_in_a_second_process_gives_the_same_rows(tmp_path):
         rows[name] = json.loads(out.read_text())["results"]["casci"]
     assert rows["parallel"]["e_reference_solver"] == pytest.approx(rows["serial"]["e_reference_solver"], abs=1e-10)
     assert rows["parallel"]["seconds_reference_solver"] > 0
+
+
+def test_one_side_alone_saves_its_own_fields(tmp_path):
+    out = tmp_path / "ref.json"
+    casscf_n2.main(["--basis", "sto-3g", "--cas", "2", "2", "--kinds", "casscf", "--solvers", "reference",
+                    "--reference-macro", "1", "--out", str(out)])
+    row = json.loads(out.read_text())["results"]["casscf"]
+    assert set(row) == {"reference", "e_reference_solver", "seconds_reference_solver", "reference_converged"}
+    assert not row["reference_converged"]   # one macro-iteration from the RHF orbitals
