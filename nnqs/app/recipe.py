@@ -21,9 +21,9 @@ truncated throughout (``experiments/LOG.md``).
 
 What the large recipe keeps at the defaults, measured on this project's CPU: the update (AdamW,
 then minSR on the sampler's few hundred to two thousand unique samples; no update linear in the
-unique count beat it), the capacity (d_model 32; 48 and 64 ended 0.2-0.3 mHa lower on H2O / 6-31G for 1.6-2.5x the
-time, and the same at equal time in the coarse phase) and
-the selected-CI start. Its final energy is the truncated estimate with its error bar, beside
+unique count beat it), the capacity (d_model 32; 48 and 64 ended 0.2-0.3 mHa lower on H2O /
+6-31G for 1.6-2.5x the time, and the same at equal time in the coarse phase) and the
+selected-CI start. Its final energy is the truncated estimate with its error bar, beside
 the sample-space energy (the variational energy of psi projected on the evaluation's unique
 samples), both in ``result.json``.
 """
