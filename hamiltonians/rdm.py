@@ -85,8 +85,9 @@ def _symmetric_index(idx: torch.Tensor, n: int, two_body: bool) -> torch.Tensor:
 
 
 def _terms(kt, occ: torch.Tensor, ratio: torch.Tensor) -> dict:
-    """The contributions of a chunk: block -> (rows, flat index, value), ``ratio[b, E]`` the
-    ``psi(x')/psi(x)`` of every excitation in :func:`excitation_classes`'s order (0 if left out)."""
+    """The contributions of a chunk: block -> (rows ``[M]``, flat index ``[M]``, values ``[M, K]``),
+    ``ratio[b, E, K]`` the ``K`` estimators' ratios (``psi(x')/psi(x)`` or its balanced form) of
+    every excitation in :func:`excitation_classes`'s order (0 if left out)."""
     b, n = occ.shape[0], kt.n_orbitals
     rows_b = torch.arange(b, device=occ.device)
     occ_l = [torch.nonzero(occ[:, s::2])[:, 1].reshape(b, -1) for s in (0, 1)]
@@ -95,15 +96,17 @@ def _terms(kt, occ: torch.Tensor, ratio: torch.Tensor) -> dict:
 
     def put(block, rows, p, q, value, r=None, s=None):
         idx = p * n + q if r is None else ((p * n + q) * n + r) * n + s
-        shape = torch.broadcast_shapes(rows.shape, idx.shape, value.shape)
-        out[block].append(tuple(x.expand(shape).reshape(-1) for x in (rows, idx, value)))
+        shape = torch.broadcast_shapes(rows.shape, idx.shape, value.shape[:-1])
+        out[block].append((rows.expand(shape).reshape(-1), idx.expand(shape).reshape(-1),
+                           value.expand(*shape, kinds).reshape(-1, kinds)))
 
-    one = torch.ones((), dtype=ratio.dtype, device=occ.device)
+    kinds = ratio.shape[-1]
+    one = torch.ones(kinds, dtype=ratio.dtype, device=occ.device)
     for s in (0, 1):   # x itself
         o, r2 = occ_l[s], rows_b[:, None, None]
         put(("1a", "1b")[s], rows_b[:, None], o, o, one)
         p, q = o[:, :, None], o[:, None, :]
-        differ = (p != q).to(ratio.dtype)
+        differ = (p != q).to(ratio.dtype)[..., None]
         put(blocks2[s], r2, p, p, differ, q, q)
         put(blocks2[s], r2, p, q, -differ, q, p)
     pa, qb = occ_l[0][:, :, None], occ_l[1][:, None, :]
@@ -112,7 +115,7 @@ def _terms(kt, occ: torch.Tensor, ratio: torch.Tensor) -> dict:
     at = 0
     for c in excitation_classes(kt, occ):
         width = c.i.shape[1]
-        t = ratio[:, at:at + width] * torch.where(c.parity & 1 == 1, -1.0, 1.0).to(ratio.dtype)
+        t = ratio[:, at:at + width] * torch.where(c.parity & 1 == 1, -1.0, 1.0).to(ratio.dtype)[..., None]
         at += width
         rows = rows_b[:, None].expand(b, width)
         if c.kind == "single":
@@ -120,7 +123,7 @@ def _terms(kt, occ: torch.Tensor, ratio: torch.Tensor) -> dict:
             i, a = c.i, c.a
             put(("1a", "1b")[s], rows, a, i, t)
             k = occ_l[s][:, None, :]
-            tk = t[:, :, None] * (k != i[:, :, None]).to(t.dtype)
+            tk = t[:, :, None] * (k != i[:, :, None]).to(t.dtype)[..., None]
             i3, a3, r3 = i[:, :, None], a[:, :, None], rows[:, :, None]
             put(blocks2[s], r3, i3, a3, tk, k, k)
             put(blocks2[s], r3, k, k, tk, i3, a3)
@@ -282,14 +285,13 @@ def rdm_moments(H, occ: torch.Tensor, weights: torch.Tensor, log_psi_fn=None, *,
             lp[take] = outside.log_psi[other[take]]
             present |= take
         log_ratio = lp - log_psi_x[start:start + step][rows]
-        targets = {}
-        for kind in dict.fromkeys((estimator, *by_functional.values())):
-            if kind == "plain":
-                ratio = torch.exp(log_ratio)
-            else:   # 2 r / (1 + |r|^2), without overflow
-                ratio = torch.exp(1j * log_ratio.imag) / torch.cosh(log_ratio.real)
-            ratio = torch.where(present, ratio, 0).reshape(chunk.shape[0], -1)
-            targets[kind] = _targets(_terms(kt, chunk, ratio), n)
+        kinds = list(dict.fromkeys((estimator, *by_functional.values())))
+        ratios = [torch.exp(log_ratio) if kind == "plain"   # else 2 r / (1 + |r|^2), without overflow
+                  else torch.exp(1j * log_ratio.imag) / torch.cosh(log_ratio.real) for kind in kinds]
+        ratio = torch.where(present[:, None], torch.stack(ratios, -1), 0).reshape(chunk.shape[0], -1, len(kinds))
+        both = _targets(_terms(kt, chunk, ratio), n)   # the indices once, a value column per estimator
+        targets = {kind: {name: (rows, idx, val[:, e]) for name, (rows, idx, val) in both.items()}
+                   for e, kind in enumerate(kinds)}
         w = weights[start:start + step]
         _accumulate(moments, targets[estimator], w, n, errors)
         for kind in set(by_functional.values()):
