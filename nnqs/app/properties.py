@@ -100,7 +100,7 @@ def format_properties(o: Observables) -> str:
     occ = " ".join(f"{x:.4f}" for x in o.natural_occupations)
     return "\n".join([
         f"observables ({how}, {o.mode} local estimators, {o.seconds:.1f} s):",
-        f"  energy from the RDMs   {o.energy:.8f} +- {o.energy_stderr:.1e} Ha",
+        f"  energy (mean E_loc)    {o.energy:.8f} +- {o.energy_stderr:.1e} Ha",
         f"  <S^2>                  {o.spin_square:.4f} +- {o.spin_square_stderr:.4f}",
         f"  natural occupations    {occ}",
         *([f"  dipole (a.u.)          " + "  ".join(f"{o.functionals[f'dipole_{a}'][0]:+.4f} +- "
