@@ -16,7 +16,9 @@ Usage::
     python experiments/benchmarks/bench_vmc_step.py [--config FILE] [--unique 10000] [--steps 3]
                                          [--threshold EPS] [--method adamw|minsr|sr_top] [--quick]
                                          [--local-energy truncated|sampled|semistochastic] [--draws D]
-                                         [--start-mode MODE]
+                                         [--start-mode MODE] [--weights counts|psi2] [--grad-chunk C]
+
+Each step's peak resident memory (``ru_maxrss``) is recorded beside the memory plan's estimate.
 
 Writes JSON (default ``experiments/results/bench_vmc_step_cpu.json``) and prints a table.
 """
@@ -27,6 +29,7 @@ import argparse
 import dataclasses
 import logging
 import os
+import resource
 import sys
 import time
 
@@ -38,6 +41,7 @@ from experiments.common import EXPERIMENTS, calibrate_n_samples, save_results  #
 from nnqs.app.runconfig import load_config  # noqa: E402
 from nnqs.app.system import build_model, build_system  # noqa: E402
 from nnqs.training.estimators import evaluate_local_energies  # noqa: E402
+from nnqs.training.memory import plan_memory  # noqa: E402
 from nnqs.training.settings import SamplerConfig  # noqa: E402
 from nnqs.training.start import Start  # noqa: E402
 from nnqs.training.trainer import Trainer  # noqa: E402
@@ -97,7 +101,7 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--config", default=os.path.join(HERE, "configs", "n2_ccpvdz_fc.toml"))
     p.add_argument("--unique", type=int, default=10_000)
-    p.add_argument("--steps", type=int, default=2)
+    p.add_argument("--steps", type=int, default=2, help="VMC steps timed (>= 1)")
     p.add_argument("--threshold", type=float, default=None, help="truncation eps (default: the config's)")
     p.add_argument("--method", choices=("adamw", "minsr", "sr_top"), default="adamw",
                    help="update rule of the timed steps (minSR's solve grows as U^2, sr_top's as U)")
@@ -108,10 +112,14 @@ def main(argv=None) -> dict:
                    help="mode of the timed steps (sampled: the coarse phase's)")
     p.add_argument("--draws", type=int, default=None, help="semistochastic draws per sample (default: the config's)")
     p.add_argument("--quick", action="store_true", help="LiH, 200 unique, 1 step (smoke test)")
+    p.add_argument("--weights", choices=("counts", "psi2"), default=None, help="[sampler] weights (default: the config's)")
+    p.add_argument("--grad-chunk", type=int, default=None, help="[optim] grad_chunk (default: the config's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None,
                    help="JSON file (default results/bench_vmc_step_cpu.json, _sampled_cpu.json when sampled)")
     args = p.parse_args(argv)
+    if args.steps < 1:
+        p.error(f"--steps must be >= 1, got {args.steps}")
     suffix = "" if args.local_energy == "truncated" else f"_{args.local_energy}"
     args.out = args.out or os.path.join(HERE, "results", f"bench_vmc_step{suffix}_cpu.json")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -123,7 +131,7 @@ def main(argv=None) -> dict:
         config = config.replace("start", mode=args.start_mode)
     lr = config.optim.adamw_lr if args.method != config.optim.method else config.optim.lr
     optim = dataclasses.replace(config.optim, method=args.method, adamw_steps=0, steps=max(args.steps, 1), warmup=0,
-                                lr=lr)
+                                lr=lr, **({} if args.grad_chunk is None else {"grad_chunk": args.grad_chunk}))
     local_energy = dataclasses.replace(config.local_energy, mode=args.local_energy, coarse_steps=0,
                                        **({} if args.threshold is None else {"threshold": args.threshold}),
                                        **({} if args.draws is None else {"draws": args.draws}))
@@ -143,13 +151,14 @@ def main(argv=None) -> dict:
                     "would take %.0f s by full passes, %.0f s from the KV cache", r["eps"], r["kept_fraction"],
                     r["n_connected"], r["n_outside_unique"], r["kernel_seconds"],
                     r["projected_amplitude_seconds"]["full"], r["projected_amplitude_seconds"]["cache"])
-    trainer = Trainer(model, H, optim, SamplerConfig(n_samples=n_samples, unique_window=()), local_energy,
+    trainer = Trainer(model, H, optim, SamplerConfig(n_samples=n_samples, unique_window=(), weights=args.weights or config.sampler.weights), local_energy,
                       seed=args.seed)
     steps = []
     for _ in range(args.steps):
         record = trainer.train_step()
         row = dataclasses.asdict(record)
         row["connection_seconds"] = record.local_energy_seconds - record.amplitude_seconds
+        row["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20   # KiB on Linux
         steps.append(row)
         logger.info("step %d: %.1f s (sample %.1f, connections %.1f, amplitudes %.1f for %d x', update %.1f), "
                     "U=%d, kept %.4f", record.step, record.seconds, record.sample_seconds, row["connection_seconds"],
@@ -178,6 +187,10 @@ def main(argv=None) -> dict:
         "cache_over_full_amplitude_speedup": amplitudes["full"]["amplitude_seconds"]
         / max(amplitudes["cache"]["amplitude_seconds"], 1e-12) if amplitudes else None,
         "compiled_kernel": H.compiled_kernel_available(),
+        "memory_plan": (lambda plan: {"peak": plan.peak, "parts": plan.parts})(
+            plan_memory(model, H, n_unique=max(r["n_unique"] for r in steps), method=args.method, sr_top=optim.sr_top,
+                        grad_chunk=optim.grad_chunk)),
+        "peak_rss_gib": max(r["peak_rss_gib"] for r in steps),
     }
     print(f"{'step':>4s} {'total s':>8s} {'sample':>7s} {'connect':>8s} {'amps':>7s} {'update':>7s} {'U':>6s} "
           f"{'x evaluated':>11s} {'kept':>6s}")
@@ -185,7 +198,8 @@ def main(argv=None) -> dict:
         print(f"{r['step']:4d} {r['seconds']:8.2f} {r['sample_seconds']:7.2f} {r['connection_seconds']:8.2f} "
               f"{r['amplitude_seconds']:7.2f} {r['update_seconds']:7.2f} {r['n_unique']:6d} {r['n_amplitudes']:11d} "
               f"{r['kept_fraction']:6.4f}")
-    print(f"start ({config.start.mode}) {fit_seconds:.1f} s")
+    print(f"start ({config.start.mode}) {fit_seconds:.1f} s; peak resident memory {result['peak_rss_gib']:.2f} GiB "
+          f"(planned peak {result['memory_plan']['peak'] / 2**30:.2f} GiB)")
     if amplitudes:
         print(f"amplitudes from the KV cache {result['cache_over_full_amplitude_speedup']:.2f}x faster than full "
               "passes on one batch")

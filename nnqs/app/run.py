@@ -162,6 +162,7 @@ def _check_memory(config: RunConfig, model, H, *, fits: bool) -> None:
         n_unique = max(n_unique, sampler.max_unique)
     plan = plan_memory(model, H, n_unique=min(n_unique, H.n_determinants), method=config.optim.method,
                        sr_top=config.optim.sr_top, cache_bytes=sampler.max_cache_bytes,
+                       grad_chunk=config.optim.grad_chunk,
                        fit_batch=(start.max_determinants + start.tail) if fits else 0)
     available = available_memory()
     if available is not None:

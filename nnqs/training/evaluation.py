@@ -66,8 +66,8 @@ def final_evaluation(trainer: Trainer, hf_tokens: torch.Tensor, n_samples: int |
     mode, threshold = trainer.local_energy_cfg.fine
     model.eval()
     batch = trainer.sample(n_samples)
-    with torch.no_grad():
-        evaluation = trainer.evaluate(batch, mode, threshold)
+    with torch.no_grad():   # counts: the unbiased estimate, whatever weights the steps used
+        evaluation = trainer.evaluate(batch, mode, threshold, weights="counts")
     est = evaluation.estimate
     n_unique = sum(comm.sizes(batch.n_unique))
     bias = None

@@ -1,10 +1,10 @@
 """The memory a run will need, planned before it is spent.
 
-A step holds, at its peak, the autograd graph of ``log psi`` over its unique samples (kept from
-the local energies to the update), plus the larger of the local energies' working set and the
-update's arrays (minSR's Jacobian, its float64 centred copies and the ``2U x 2U`` Gram matrix;
-sr_top's ``K`` rows). Sampling holds the KV cache's budget. The start's amplitude fit holds the
-graph of its batch. :func:`plan_memory` estimates each part from the model's size and the
+A step holds, at its peak, the autograd graph of ``log psi`` over its unique samples, or over
+``[optim] grad_chunk`` of them when it has more (kept from the local energies to the update),
+plus the larger of the local energies' working set and the update's arrays (minSR's Jacobian,
+its float64 centred copies and the ``2U x 2U`` Gram matrix; sr_top's ``K`` rows). Sampling
+holds the KV cache's budget. The start's amplitude fit holds the graph of its batch. :func:`plan_memory` estimates each part from the model's size and the
 settings (the graph's bytes per configuration, position and width were measured on the CPU,
 ``experiments/LOG.md``), and :func:`available_memory` reads what the machine (or its cgroup)
 has free. The application compares them (:func:`check_memory`) before the start.
@@ -68,10 +68,12 @@ def graph_bytes(model, n_configurations: int) -> float:
 
 
 def plan_memory(model, H, *, n_unique: int, method: str, sr_top: int = 32, cache_bytes: int = 256 * 2**20,
-                fit_batch: int = 0, kernel_chunk: int | None = None) -> MemoryPlan:
+                fit_batch: int = 0, kernel_chunk: int | None = None, grad_chunk: int = 0) -> MemoryPlan:
     """The :class:`MemoryPlan` of ``model`` on ``H`` at ``n_unique`` unique samples per step with
     the update rule ``method`` (``sr_top`` rows for ``"sr_top"``), a KV cache budget of
-    ``cache_bytes`` and a start fit over ``fit_batch`` configurations (0: none)."""
+    ``cache_bytes``, a start fit over ``fit_batch`` configurations (0: none) and gradients
+    back-propagated ``grad_chunk`` samples at a time (0: all at once). The graph is counted
+    whatever the rule: a minSR run's AdamW phase keeps it."""
     p = sum(t.numel() for t in model.parameters())
     itemsize = 8 if str(model.config.dtype) == "float64" else 4
     chunk = kernel_chunk or H.chunk_size
@@ -91,7 +93,7 @@ def plan_memory(model, H, *, n_unique: int, method: str, sr_top: int = 32, cache
         update = p * 8 * 3
     fixed = p * itemsize * 6 + H.n_orbitals ** 4 * 8 * 3          # parameters, grads, moments, roll-back copy
     return MemoryPlan(int(n_unique), {
-        "graph": int(graph_bytes(model, n_unique)),
+        "graph": int(graph_bytes(model, min(n_unique, grad_chunk or n_unique))),
         "local_energy": int(kernel + amplitudes),
         "update": int(update),
         "sampling": int(cache_bytes * 1.25),
@@ -133,7 +135,7 @@ def check_memory(plan: MemoryPlan, limit_bytes: int | None) -> str | None:
     advice = {
         "update": "lower [sampler] unique_window's upper end or use [optim] method = \"sr_top\" or \"adamw\" "
                   "(minSR grows as U^2)",
-        "graph": "lower [sampler] unique_window's upper end or [model] d_model",
+        "graph": "lower [optim] grad_chunk, [sampler] unique_window's upper end or [model] d_model",
         "local_energy": "lower the kernel's chunk (MolecularHamiltonian.chunk_size)",
         "sampling": "lower [sampler] cache_mib",
         "start": "lower [start] max_determinants or tail",

@@ -33,8 +33,10 @@ class SamplerConfig:
         cache_mib: the KV cache's budget in MiB (2^20 bytes); the sampler allocates at most
             this much once per call and bounds the frontier by it.
         eval_samples: draws for the final energy evaluation (0 = 10 x the last n_samples).
-        weights: the samples' weights in every estimate: ``"counts"`` (``c_u / n_samples``) or
-            ``"psi2"`` (``|psi|^2`` renormalised over the unique samples).
+        weights: the samples' weights in the steps' estimates and gradients: ``"counts"``
+            (``c_u / n_samples``) or ``"psi2"`` (``|psi|^2`` renormalised over the unique
+            samples; with sampled local energies a step's energy is then the variational energy
+            of psi projected on them). The final evaluation always weighs by counts (unbiased).
     """
 
     n_samples: int = 100_000
@@ -158,6 +160,11 @@ class OptimConfig:
             ``method = "adamw"``.
         adamw_lr: the peak learning rate of that AdamW phase. The NaN guard's halving of the
             learning rate carries over from one phase to the next.
+        grad_chunk: the most configurations whose ``log psi`` graph the energy gradient (AdamW,
+            sr_top) holds at once. A step with more unique samples evaluates ``log psi``
+            without a graph and back-propagates chunk by chunk, each chunk's pass redone with
+            one (one more forward pass; the same gradient). 0 = never chunk. minSR steps keep
+            no graph (their Jacobian is computed apart).
     """
 
     steps: int = 700
@@ -173,6 +180,7 @@ class OptimConfig:
     sr_top: int = 32
     adamw_steps: int = 300
     adamw_lr: float = 1e-3
+    grad_chunk: int = 16384
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.lr <= 0 or self.warmup < 0:
@@ -184,12 +192,19 @@ class OptimConfig:
             raise ValueError(f"sr_top ({self.sr_top}) must be >= 1 and sr_shift ({self.sr_shift}) > 0")
         if self.adamw_steps < 0 or self.adamw_lr <= 0:
             raise ValueError(f"adamw_steps ({self.adamw_steps}) must be >= 0 and adamw_lr ({self.adamw_lr}) > 0")
+        if self.grad_chunk < 0:
+            raise ValueError(f"grad_chunk must be >= 0 (0: never chunk), got {self.grad_chunk}")
 
     @property
     def adamw_phase(self) -> int:
         """The number of AdamW steps the run begins with: every step with ``method = "adamw"``,
         else ``min(adamw_steps, steps)``; ``method`` takes the rest."""
         return self.steps if self.method == "adamw" else min(self.adamw_steps, self.steps)
+
+    def keeps_graph(self, method: str, n_unique: int) -> bool:
+        """Whether a ``method`` step over ``n_unique`` samples keeps the graph of ``log psi``
+        from the local energies to the update (else the gradient is chunked, or not needed)."""
+        return method != "minsr" and (not self.grad_chunk or n_unique <= self.grad_chunk)
 
 
 @dataclass(frozen=True)

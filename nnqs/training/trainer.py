@@ -159,20 +159,23 @@ class Trainer:
         return Frontier(*(t.to(self.model.device) for t in shared))
 
     # -- evaluation ----------------------------------------------------------------------
-    def evaluate(self, batch: SampleBatch, mode: str, threshold: float = 0.0) -> Evaluation:
-        """log psi (with grad), E_loc in ``mode`` at ``threshold``, weights and the energy
+    def evaluate(self, batch: SampleBatch, mode: str, threshold: float = 0.0, *, graph: bool = True,
+                 weights: str | None = None) -> Evaluation:
+        """log psi (with its graph unless ``graph`` is false), E_loc in ``mode`` at
+        ``threshold``, weights (``weights``, default ``[sampler] weights``) and the energy
         estimate of a sample batch (with several ranks: this rank's samples, the estimate over
         all of them)."""
-        log_psi = self.model.log_psi(batch.tokens)
+        with torch.set_grad_enabled(graph and torch.is_grad_enabled()):
+            log_psi = self.model.log_psi(batch.tokens)
         start = time.perf_counter()
         cfg = self.local_energy_cfg
         result = evaluate_local_energies(self.model, self.H, batch.tokens, log_psi, mode, threshold=threshold,
                                          amplitudes=cfg.amplitudes, draws=cfg.draws, generator=self.draw_generator,
                                          comm=self.comm)
         seconds = time.perf_counter() - start
-        weights = sample_weights(batch, self.sampler_cfg.weights, self.comm).to(result.e_loc.device)
-        estimate = estimate_energy(result.e_loc, weights, batch.n_samples, self.comm, result.draw_variance)
-        return Evaluation(log_psi, weights, estimate, result, seconds)
+        w = sample_weights(batch, weights or self.sampler_cfg.weights, self.comm).to(result.e_loc.device)
+        estimate = estimate_energy(result.e_loc, w, batch.n_samples, self.comm, result.draw_variance)
+        return Evaluation(log_psi, w, estimate, result, seconds)
 
     # -- one step --------------------------------------------------------------------------
     def train_step(self) -> StepRecord:
@@ -194,7 +197,8 @@ class Trainer:
         batch = self.sample(self.n_samples)
         sampled = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        evaluation = self.evaluate(batch, *self.local_energy_cfg.at(self.step))
+        evaluation = self.evaluate(batch, *self.local_energy_cfg.at(self.step),
+                                   graph=self.optim_cfg.keeps_graph(method, batch.n_unique))
         finite_check = PRECONDITIONERS[method](self, batch, evaluation)   # writes p.grad
         est = evaluation.estimate
         clip = self.optim_cfg.clip or float("inf")
@@ -255,10 +259,25 @@ class Trainer:
 #    when the update is ---------------------------------------------------------------------
 def energy_gradient(trainer: Trainer, batch: SampleBatch, evaluation: Evaluation) -> torch.Tensor:
     """The identity preconditioner (AdamW's): the energy gradient itself, through the loss
-    :func:`nnqs.training.estimators.vmc_loss`, summed over the ranks; returns the loss."""
+    :func:`nnqs.training.estimators.vmc_loss`, summed over the ranks; returns the loss.
+
+    Through ``evaluation.log_psi``'s graph when it has one; else ``log psi`` is recomputed with
+    a graph ``[optim] grad_chunk`` samples at a time and each chunk's loss back-propagated (the
+    loss is a sum over samples, so the gradients add up to the same)."""
     comm, e_loc, weights = trainer.comm, evaluation.e_loc, evaluation.weights
-    loss = vmc_loss(evaluation.log_psi, e_loc, weights, complex(comm.all_reduce((weights * e_loc).sum())))
-    loss.backward()
+    energy = complex(comm.all_reduce((weights * e_loc).sum()))
+    if evaluation.log_psi.requires_grad:
+        loss = vmc_loss(evaluation.log_psi, e_loc, weights, energy)
+        loss.backward()
+    else:
+        n = batch.tokens.shape[0]
+        chunk = trainer.optim_cfg.grad_chunk or max(n, 1)
+        loss = torch.zeros((), dtype=weights.dtype, device=weights.device)
+        for lo in range(0, n, chunk):
+            part = vmc_loss(trainer.model.log_psi(batch.tokens[lo : lo + chunk]), e_loc[lo : lo + chunk],
+                            weights[lo : lo + chunk], energy)
+            part.backward()
+            loss = loss + part.detach().to(loss.dtype)
     sum_gradients(trainer.model, comm)
     return comm.all_reduce(loss.detach())
 

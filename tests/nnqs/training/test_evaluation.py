@@ -12,20 +12,22 @@ from tests.models import make_model
 from tests.systems import random_hamiltonian
 
 
-def trainer_for(mode: str, threshold: float, seed: int = 0) -> Trainer:
+def trainer_for(mode: str, threshold: float, seed: int = 0, weights: str = "counts") -> Trainer:
     H = random_hamiltonian(5, 2, 2, seed=3)     # 100 determinants, more than the draws reach
     model = make_model(5, 2, 2, seed=1)
-    return Trainer(model, H, OptimConfig(steps=1), SamplerConfig(n_samples=40, unique_window=()),
+    return Trainer(model, H, OptimConfig(steps=1), SamplerConfig(n_samples=40, unique_window=(), weights=weights),
                    LocalEnergyConfig(mode=mode, threshold=threshold, coarse_steps=5), seed=seed)
 
 
-def test_truncated_evaluation_reports_its_bias_and_the_exact_energy():
-    trainer = trainer_for("truncated", 0.05)
+@pytest.mark.parametrize("weights", ["counts", "psi2"])   # the evaluation weighs by counts either way
+def test_truncated_evaluation_reports_its_bias_and_the_exact_energy(weights):
+    trainer = trainer_for("truncated", 0.05, weights=weights)
     hf = torch.tensor([[3, 3, 0, 0, 0]])
     got = final_evaluation(trainer, hf, 40)
     # the same draws again, evaluated piece by piece
     again = trainer_for("truncated", 0.05)
     batch = again.sample(40)
+    assert float((batch.weights - torch.softmax(batch.log_prob.double(), 0)).abs().max()) > 1e-3   # psi2 differs
     with torch.no_grad():
         log_psi = again.model.log_psi(batch.tokens)
         weights = batch.weights

@@ -25,6 +25,8 @@ def test_the_parts_grow_as_their_arrays(system):
     assert top[0] == top[1] < small.parts["update"] / 10     # sr_top does not grow with U
     assert plan_memory(model, H, n_unique=1000, method="adamw").parts["update"] == p * 24
     assert large.peak == large.parts["fixed"] + large.parts["graph"] + large.parts["update"]
+    chunked = plan_memory(model, H, n_unique=100_000, method="adamw", grad_chunk=1000).parts["graph"]
+    assert chunked == small.parts["graph"]                   # the graph of one chunk of the gradient
 
 
 def test_the_check_names_what_to_change(system):

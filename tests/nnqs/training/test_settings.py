@@ -42,7 +42,7 @@ def test_optim_config_holds_only_the_update_rules():
 
     assert {f.name for f in fields(OptimConfig)} == {
         "steps", "lr", "warmup", "final_lr_ratio", "betas", "eps", "weight_decay", "clip", "method", "sr_shift", "sr_top",
-        "adamw_steps", "adamw_lr"}
+        "adamw_steps", "adamw_lr", "grad_chunk"}
 
 
 def test_sr_top_runs_after_the_adamw_phase_and_rejects_bad_sizes():

@@ -10,7 +10,7 @@ from hamiltonians import from_pyscf
 from nnqs.training.estimators import estimate_energy, local_energies, vmc_loss
 from nnqs.training.fit import fit_hf
 from nnqs.training.settings import LocalEnergyConfig, OptimConfig, SamplerConfig
-from nnqs.training.trainer import Trainer
+from nnqs.training.trainer import PRECONDITIONERS, Trainer
 from tests.models import make_model
 from tests.nnqs.training.conftest import rayleigh_quotient
 from tests.systems import random_hamiltonian
@@ -153,3 +153,34 @@ def test_a_resume_may_change_the_rule_after_the_adamw_phase():
     plain = Trainer(make_model(5, 2, 2, seed=1), H, OptimConfig(steps=4, method="adamw"), SamplerConfig(n_samples=30))
     with pytest.raises(KeyError):
         plain.load_state_dict(only_minsr)
+
+
+@pytest.mark.parametrize("method", ["adamw", "sr_top"])
+def test_the_chunked_gradient_equals_the_one_through_the_whole_graph(method):
+    """Past ``grad_chunk`` unique samples, log psi is evaluated without a graph and the gradient
+    back-propagated chunk by chunk: the same gradient (float64, 1e-12) and the same steps."""
+    H = random_hamiltonian(5, 2, 2, seed=3)
+
+    def trainer(grad_chunk):
+        optim = OptimConfig(steps=3, method=method, adamw_steps=0, lr=1e-3, warmup=0, sr_top=4, grad_chunk=grad_chunk)
+        return Trainer(make_model(5, 2, 2, seed=1), H, optim, SamplerConfig(n_samples=1000, unique_window=()), seed=0)
+
+    whole, chunked = trainer(0), trainer(3)
+    batch = whole.sample(1000)
+    assert batch.n_unique > 2 * 3 and batch.n_unique % 3   # several chunks and a ragged last one
+    assert whole.optim_cfg.keeps_graph(method, batch.n_unique) and not chunked.optim_cfg.keeps_graph(method, batch.n_unique)
+    assert not chunked.optim_cfg.keeps_graph("minsr", 1)   # minSR's Jacobian needs no graph
+    grads = []
+    for t, graph in ((whole, True), (chunked, False)):
+        evaluation = t.evaluate(batch, "exact", graph=graph)
+        assert evaluation.log_psi.requires_grad == graph
+        PRECONDITIONERS[method](t, batch, evaluation)
+        grads.append(torch.cat([p.grad.flatten() for p in t.model.parameters()]))
+    assert grads[0].abs().max() > 1e-3
+    torch.testing.assert_close(grads[1], grads[0], rtol=0, atol=1e-12)
+    whole, chunked = trainer(0), trainer(3)
+    for _ in range(3):
+        a, b = whole.train_step(), chunked.train_step()
+        assert a.n_unique > 3 and abs(a.energy - b.energy) < 1e-12 and abs(a.grad_norm - b.grad_norm) < 1e-12
+    for p, q in zip(whole.model.parameters(), chunked.model.parameters()):  # Adam divides by sqrt(v):
+        torch.testing.assert_close(q, p, rtol=0, atol=1e-9)                 # rounding grows on tiny gradients
