@@ -107,13 +107,45 @@ def _emit(out_keys, out_vals, out_rows, out_pos, m, k0, k1, value, row, pos):
     out_pos[m] = pos
 
 
+#: What :func:`_connections` does with a connection in the *pool* (outside the batch and below
+#: the threshold): skip it; add ``|value|`` to its row's pool sum; or count it towards the draws.
+SKIP, POOL, DRAW = 0, 1, 2
+
+
+@_inline
+def _pooled(action, x, k0, k1, v, odd, pool_sum, targets, drawn, last, weight, row, out_keys, out_vals, out_rows,
+            out_pos, m):
+    """A pool element ``v`` (unsigned; ``odd``: its fermionic sign is -1) of row ``x``: with
+    ``POOL`` its ``|v|`` joins ``pool_sum[x]``; with ``DRAW`` the running sum ``drawn[0]`` passes
+    it and every target ``targets[x, drawn[1]:]`` below the new sum picks it (written out with
+    ``sign * weight[x]``; ``last`` keeps it for draws rounding leaves at the row's end).
+    Returns the rows written so far."""
+    if action == POOL:
+        pool_sum[x] += abs(v)
+        return m
+    sign = -1.0 if (v < 0) != (odd != 0) else 1.0
+    drawn[0] += abs(v)
+    while drawn[1] < targets.shape[1] and targets[x, int(drawn[1])] < drawn[0]:
+        _emit(out_keys, out_vals, out_rows, out_pos, m, k0, k1, sign * weight[x], row, -1)
+        m += 1
+        drawn[1] += 1
+    last[0], last[1], last[2] = k0, k1, 1 if sign > 0 else -1
+    return m
+
+
 @_njit
 def _connections(occ, row_offset, h1, eri, same_ptr, same_a, same_b, same_v, opp_ptr, opp_a, opp_b, opp_v,
-                 batch_keys, table, threshold, eps, bit0, bit1, out_keys, out_vals, out_rows, out_pos):
+                 batch_keys, table, threshold, eps, bit0, bit1, out_keys, out_vals, out_rows, out_pos,
+                 action, pool_sum, targets, weight):
     """Screened connections of the determinants ``occ[b, 2N]`` (uint8); returns how many were
     written to the ``out_*`` buffers (which must hold ``b * n_excitations`` rows) and how many
     had ``|value| > eps`` (written or not). Spin orbital
-    ``p`` is the bit ``bit0[p]`` of key word 0 or ``bit1[p]`` of word 1 (the other is 0)."""
+    ``p`` is the bit ``bit0[p]`` of key word 0 or ``bit1[p]`` of word 1 (the other is 0).
+
+    The pool (``x'`` outside the batch with ``|value| < threshold``) is skipped (``SKIP``),
+    summed into ``pool_sum[x]`` (``POOL``; the other connections are written as with ``SKIP``),
+    or drawn from (``DRAW``: only the draws are written, ``pool_sum``'s order again, the
+    ``targets[b, D]`` sorted per row in ``[0, pool_sum)``, each draw valued ``+-weight[x]``)."""
     b, n_so = occ.shape
     n = n_so // 2
     cum = np.zeros(n_so, np.int64)
@@ -123,8 +155,12 @@ def _connections(occ, row_offset, h1, eri, same_ptr, same_a, same_b, same_v, opp
     n_vir = np.zeros(2, np.int64)
     m = 0
     nonzero = 0
+    drawn = np.zeros(2)              # DRAW: the row's running pool sum, the next target
+    last = np.zeros(3, np.int64)     # DRAW: the row's last pool element (key words, sign)
     for x in range(b):
         row = x + row_offset
+        drawn[0] = drawn[1] = 0.0
+        last[2] = 0
         c = 0
         x0 = np.int64(0)
         x1 = np.int64(0)
@@ -163,6 +199,11 @@ def _connections(occ, row_offset, h1, eri, same_ptr, same_a, same_b, same_v, opp
                     k1 = x1 ^ bit1[si] ^ bit1[sa]
                     pos = _find(table, batch_keys, k0, k1)
                     if pos < 0 and abs(v) < threshold:
+                        if action != SKIP:
+                            m = _pooled(action, x, k0, k1, v, (cum[si] + cum[sa] - (si < sa)) & 1, pool_sum,
+                                        targets, drawn, last, weight, row, out_keys, out_vals, out_rows, out_pos, m)
+                        continue
+                    if action == DRAW:
                         continue
                     if (cum[si] + cum[sa] - (si < sa)) & 1:
                         v = -v
@@ -193,11 +234,21 @@ def _connections(occ, row_offset, h1, eri, same_ptr, same_a, same_b, same_v, opp
                         k1 = p1 ^ bit1[sa] ^ bit1[sb]
                         pos = _find(table, batch_keys, k0, k1)
                         if pos < 0 and abs(v) < threshold:
+                            if action != SKIP:
+                                m = _pooled(action, x, k0, k1, v, _parity4(cum, si, sj, sa, sb) & 1, pool_sum,
+                                            targets, drawn, last, weight, row, out_keys, out_vals, out_rows,
+                                            out_pos, m)
+                            continue
+                        if action == DRAW:
                             continue
                         if _parity4(cum, si, sj, sa, sb) & 1:
                             v = -v
                         _emit(out_keys, out_vals, out_rows, out_pos, m, k0, k1, v, row, pos)
                         m += 1
+        while action == DRAW and last[2] != 0 and drawn[1] < targets.shape[1]:   # targets rounding left
+            _emit(out_keys, out_vals, out_rows, out_pos, m, last[0], last[1], last[2] * weight[x], row, -1)
+            m += 1
+            drawn[1] += 1
     return m, nonzero
 
 
@@ -274,6 +325,10 @@ class CompiledKernel:
         doubles, opposite-spin doubles, each double kind in heat-bath order.
         """
         occ_np = np.ascontiguousarray(occ.cpu().numpy().astype(np.uint8))
+        return self._run(occ_np, table, capacity, row_offset, threshold, eps, SKIP, np.zeros(0), np.zeros((0, 0)),
+                         np.zeros(0))
+
+    def _run(self, occ_np, table, capacity, row_offset, threshold, eps, action, pool_sum, targets, weight):
         keys, tab = table
         w = n_words(self.n_spin_orbitals)
         out_keys = np.empty((capacity, MAX_WORDS), np.int64)
@@ -281,7 +336,37 @@ class CompiledKernel:
         out_rows = np.empty(capacity, np.int64)
         out_pos = np.empty(capacity, np.int64)
         m, nonzero = _connections(occ_np, row_offset, self.h1, self.eri, *self.same, *self.opposite, keys, tab,
-                         float(threshold), float(eps), self.bit0, self.bit1, out_keys, out_vals, out_rows, out_pos)
+                                  float(threshold), float(eps), self.bit0, self.bit1, out_keys, out_vals, out_rows,
+                                  out_pos, action, pool_sum, targets, weight)
         # copies: a view would keep the whole capacity-sized buffers alive
         keys_m, vals_m, rows_m, pos_m = (torch.from_numpy(a[:m].copy()) for a in (out_keys[:, :w], out_vals, out_rows, out_pos))
         return keys_m, vals_m, rows_m, pos_m, int(nonzero)
+
+    def semistochastic(self, occ: torch.Tensor, table: tuple[np.ndarray, np.ndarray], *, capacity: int,
+                       draws: int, generator: torch.Generator | None = None, row_offset: int = 0,
+                       threshold: float = 0.0, eps: float = 0.0):
+        """:meth:`connections` with the pool (``x'`` outside the batch, ``|H_{x x'}| < threshold``)
+        replaced by ``draws`` draws per row with a pool, each picking an element with probability
+        ``|H_{x x'}| / S_x`` (Holmes, Tubman and Umrigar's heat-bath lists give the elements;
+        the pool is never written out: one pass sums it, a second walks it to the draws).
+
+        The uniforms are ``torch.rand(R, draws, generator=generator)`` for the ``R`` rows with
+        a pool in row order, as :func:`hamiltonians.local_energy.draw_by_magnitude` draws them.
+
+        Returns ``(keys, values, rows, batch_pos, n_nonzero, drawn)``: the non-pool connections
+        as :meth:`connections` gives them, and ``drawn = (keys[R*D, W], values, rows)`` with
+        ``values = sign(H_{x x'}) * S_x / draws``, grouped by row.
+        """
+        occ_np = np.ascontiguousarray(occ.cpu().numpy().astype(np.uint8))
+        pool_sum = np.zeros(occ_np.shape[0])
+        fixed = self._run(occ_np, table, capacity, row_offset, threshold, eps, POOL, pool_sum, np.zeros((0, 0)),
+                          np.zeros(0))
+        has_pool = np.flatnonzero(pool_sum > 0)
+        u = torch.rand(len(has_pool), draws, generator=generator, dtype=torch.float64, device="cpu").numpy()
+        targets = np.zeros((occ_np.shape[0], draws))
+        targets[has_pool] = np.sort(u, axis=1) * pool_sum[has_pool, None]
+        weight = pool_sum / draws
+        keys, vals, rows, _, _ = self._run(occ_np[has_pool], table, len(has_pool) * draws, 0, threshold, eps, DRAW,
+                                           pool_sum[has_pool], targets[has_pool], weight[has_pool])
+        rows = torch.from_numpy(has_pool + row_offset)[rows]
+        return (*fixed, (keys, vals, rows))

@@ -27,7 +27,8 @@ from ``connected_log_psi_fn(occ', parent)``, where ``parent`` is a row of the ba
 ``x'`` is connected to (a model can then reuse what it computed for that row, e.g. its KV cache).
 
 The connections come from :meth:`MolecularHamiltonian.screened_connections`, which drops the
-ones a mode does not need inside the kernel. Memory is bounded by ``chunk`` (connected
+ones a mode does not need inside the kernel (the semistochastic mode's, with the draws, from
+:meth:`MolecularHamiltonian.semistochastic_connections`). Memory is bounded by ``chunk`` (connected
 elements held at once; outside ``x'`` are gathered up to ``4 * chunk`` before they are
 evaluated) and ``psi_chunk`` (configurations per ``log_psi_fn`` call).
 """
@@ -200,7 +201,7 @@ def local_energy(
         more = as_occupation(lookup.occ, H.n_spin_orbitals).to(occ_u8.device)
         more_lp = lookup.log_psi.detach().to(device=H.device, dtype=cdtype)
         table, log_psi_table = torch.cat((occ_u8, more)), torch.cat((log_psi_x, more_lp))
-    cut = {"exact": 0.0, "truncated": threshold, "sampled": math.inf, "semistochastic": 0.0}[mode]
+    cut = {"exact": 0.0, "truncated": threshold, "sampled": math.inf}.get(mode)   # semistochastic: its own source
     counts = {"connected": 0, "kept": 0, "unique": 0, "evaluated": n_eval, "drawn": 0}
     outside: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
     held = 0
@@ -241,31 +242,30 @@ def local_energy(
             draw_sum.index_add_(0, rows[drawn], terms[drawn])
             draw_square.index_add_(0, rows[drawn], terms[drawn].abs().to(torch.float64) ** 2)
 
-    for keys, vals, rows, pos, nonzero in H.screened_connections(table, threshold=cut, eps=eps, chunk=chunk,
-                                                                  kernel=kernel, expand=b):
+    if mode == "semistochastic":   # the pool below threshold drawn from, by the kernel
+        source = H.semistochastic_connections(table, threshold=threshold, draws=draws, generator=generator, eps=eps,
+                                              chunk=chunk, kernel=kernel, expand=b)
+    else:
+        source = ((*part, None) for part in H.screened_connections(table, threshold=cut, eps=eps, chunk=chunk,
+                                                                    kernel=kernel, expand=b))
+    for keys, vals, rows, pos, nonzero, drawn in source:
         counts["connected"] += nonzero
         inside = pos >= 0
         counts["unique"] += int(torch.unique(pos[inside]).numel())
         terms = add(vals[inside], rows[inside], log_psi_table[pos[inside]])
         if mode != "sampled":   # in sampled mode the two are one tensor
             e_sampled.index_add_(0, rows[inside], terms)
+        if drawn is not None and drawn[0].shape[0]:
+            counts["drawn"] += drawn[0].shape[0]
+            outside.append((*drawn, True))
+            held += drawn[0].shape[0]
         if mode != "sampled" and not bool(inside.all()):
             out = ~inside
-            if mode == "semistochastic":
-                pool = out & (vals.abs() < threshold)
-                out = out & ~pool
-                picked, weight = draw_by_magnitude(vals[pool], rows[pool], draws, generator)
-                if picked.numel():
-                    counts["drawn"] += picked.numel()
-                    pool_at = torch.nonzero(pool).flatten()[picked]
-                    outside.append((keys[pool_at], weight.to(vals.dtype) * torch.sign(vals[pool_at]), rows[pool_at],
-                                    True))
-                    held += int(picked.numel())
             outside.append((keys[out], vals[out], rows[out], False))
             held += int(out.sum())
-            if held >= flush:
-                evaluate_outside()
-                held = 0
+        if held >= flush:
+            evaluate_outside()
+            held = 0
     if outside:
         evaluate_outside()
     n_conn, n_uniq, n_eval, n_kept = counts["connected"], counts["unique"], counts["evaluated"], counts["kept"]

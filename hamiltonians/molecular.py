@@ -219,19 +219,11 @@ class MolecularHamiltonian:
             expand: connect only the first ``expand`` rows (default all); the others only
                 belong to the batch that ``x'`` are looked up in (e.g. other processes' samples).
         """
-        if kernel not in KERNELS:
-            raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
-        if kernel == "compiled" and not self.compiled_kernel_available():
-            raise RuntimeError("the compiled kernel needs numba, integrals on the CPU and <= 126 spin orbitals")
-        occ = as_occupation(occ, self.n_spin_orbitals).to(self.device)
-        _check_counts(self._kernel, occ)
+        occ, expand, compiled = self._connection_inputs(occ, kernel, expand)
         eps = max(float(eps), LIST_CUTOFF)  # the compiled kernel's lists hold nothing smaller
         batch = pack_occupations(occ)
         step = self.samples_per_chunk(chunk)
-        expand = occ.shape[0] if expand is None else int(expand)
-        if not 0 <= expand <= occ.shape[0]:
-            raise ValueError(f"expand must be in [0, {occ.shape[0]}], got {expand}")
-        if kernel == "torch" or (kernel == "auto" and not self.compiled_kernel_available()):
+        if not compiled:
             batch_sorted, inverse = unique_keys(batch)
             batch_rows = torch.empty(batch_sorted.shape[0], dtype=torch.int64, device=self.device)
             batch_rows[inverse] = torch.arange(occ.shape[0], device=self.device)
@@ -248,6 +240,61 @@ class MolecularHamiltonian:
             keys, vals, rows, pos, nonzero = ck.connections(part, table, capacity=part.shape[0] * self.n_excitations,
                                                             row_offset=start, threshold=threshold, eps=eps)
             yield keys, vals.to(self.dtype), rows, pos, nonzero
+
+    def _connection_inputs(self, occ: torch.Tensor, kernel: str, expand: int | None) -> tuple[torch.Tensor, int, bool]:
+        """The batch as uint8 occupations on H's device (electron counts checked), the rows to
+        connect, and whether the compiled kernel does it; a bad kernel name or ``expand`` raises."""
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+        if kernel == "compiled" and not self.compiled_kernel_available():
+            raise RuntimeError("the compiled kernel needs numba, integrals on the CPU and <= 126 spin orbitals")
+        occ = as_occupation(occ, self.n_spin_orbitals).to(self.device)
+        _check_counts(self._kernel, occ)
+        expand = occ.shape[0] if expand is None else int(expand)
+        if not 0 <= expand <= occ.shape[0]:
+            raise ValueError(f"expand must be in [0, {occ.shape[0]}], got {expand}")
+        return occ, expand, kernel == "compiled" or (kernel == "auto" and self.compiled_kernel_available())
+
+    def semistochastic_connections(self, occ: torch.Tensor, *, threshold: float, draws: int,
+                                   generator: torch.Generator | None = None, eps: float = 0.0,
+                                   chunk: int | None = None, kernel: str = "auto", expand: int | None = None,
+                                   heat_bath: bool = True):
+        """:meth:`screened_connections` at ``threshold``, with ``draws`` draws per row from its
+        *pool* (the ``x'`` outside the batch with ``|H_{x x'}| < threshold``), each element with
+        probability ``|H_{x x'}| / S_x`` (``S_x`` the pool's sum). Yields ``(keys, values, rows,
+        batch_pos, n_nonzero, drawn)``, ``drawn = (keys, values, rows)`` of the draws valued
+        ``sign(H_{x x'}) S_x / draws``: the estimate of the pool's part of a row's sum is the
+        sum over its draws, unbiased.
+
+        The compiled kernel walks its heat-bath lists twice (the sums, then the draws) and never
+        writes the pool out. The reference (the PyTorch kernel, or ``heat_bath=False``) writes
+        every connection and draws from the pool
+        (:func:`hamiltonians.local_energy.draw_by_magnitude`). Both take their uniforms from
+        ``generator`` in the same order; over the same kernel's element order they draw the same
+        elements (the two kernels order a row's elements differently).
+        """
+        from hamiltonians.local_energy import draw_by_magnitude
+
+        occ, expand, compiled = self._connection_inputs(occ, kernel, expand)
+        if heat_bath and compiled:
+            ck, step = self._compiled(), self.samples_per_chunk(chunk)
+            table = ck.batch_table(pack_occupations(occ))
+            for start in range(0, expand, step):
+                part = occ[start : min(start + step, expand)]
+                *fixed, drawn = ck.semistochastic(part, table, capacity=part.shape[0] * self.n_excitations,
+                                                  draws=draws, generator=generator, row_offset=start,
+                                                  threshold=threshold, eps=max(float(eps), LIST_CUTOFF))
+                keys, vals, rows, pos, nonzero = fixed
+                yield keys, vals.to(self.dtype), rows, pos, nonzero, (drawn[0], drawn[1].to(self.dtype), drawn[2])
+            return
+        for keys, vals, rows, pos, nonzero in self.screened_connections(occ, threshold=0.0, eps=eps, chunk=chunk,
+                                                                        kernel=kernel, expand=expand):
+            pool = (pos < 0) & (vals.abs() < threshold)
+            picked, weight = draw_by_magnitude(vals[pool], rows[pool], draws, generator)
+            at = torch.nonzero(pool).flatten()[picked]
+            keep = ~pool
+            yield (keys[keep], vals[keep], rows[keep], pos[keep], nonzero,
+                   (keys[at], weight.to(vals.dtype) * torch.sign(vals[at]), rows[at]))
 
     def connected(
         self, occ: torch.Tensor, *, chunk: int | None = None, eps: float = 0.0

@@ -10,10 +10,14 @@ those same samples, the energy estimate of
   when unbiased), the standard deviation of one estimate (the noise the draws add), the
   amplitudes evaluated and the seconds.
 
+With ``--kernel-only``, no energies: the connections alone (deterministic part and draws, no
+amplitude), by the compiled heat-bath walk (the pool summed, then walked to the draws) and by
+writing the pool out and drawing from it (the reference), side by side in seconds.
+
 Usage::
 
     python experiments/benchmarks/bench_semistochastic.py [--systems n2_sto3g,h2o_631g] [--n-samples 100000]
-        [--eps 1e-2,3e-2,1e-1] [--draws 10,100] [--repeats 5] [--quick]
+        [--eps 1e-2,3e-2,1e-1] [--draws 10,100] [--repeats 5] [--quick] [--kernel-only]
 
 Writes JSON (default ``experiments/results/bench_semistochastic_cpu.json``) and prints a table.
 """
@@ -70,6 +74,37 @@ def bench_system(name: str, *, n_samples: int, eps_list, draws_list, repeats: in
             "exact_energy": exact, "exact_n_evaluated": exact_evaluated, "exact_seconds": exact_s, "modes": rows}
 
 
+def bench_kernel(name: str, *, n_samples: int, eps_list, draws_list, repeats: int, start_steps: int,
+                 seed: int) -> dict:
+    """Seconds of the semistochastic connections (no amplitudes) by the heat-bath walk and by the
+    written-out pool, best of ``repeats``, on a CISD fit's samples."""
+    from hamiltonians.determinants import as_occupation
+    from nnqs.wavefunction.tokens import tokens_to_occupations
+
+    system, model, batch, _, _, _ = fitted_samples(name, "given", n_samples=n_samples, start_steps=start_steps,
+                                                   seed=seed)
+    H = system.hamiltonian
+    occ = as_occupation(tokens_to_occupations(batch.tokens), H.n_spin_orbitals)
+    rows = []
+    for eps in eps_list:
+        for draws in draws_list:
+            row = {"eps": eps, "draws": draws}
+            for walk in (True, False):
+                best, drawn = math.inf, 0
+                for r in range(repeats):
+                    gen = torch.Generator().manual_seed(seed + r)
+                    parts, seconds = timed(CPU, lambda: list(H.semistochastic_connections(
+                        occ, threshold=eps, draws=draws, generator=gen, eps=1e-12, heat_bath=walk)))
+                    best, drawn = min(best, seconds), sum(p[5][0].shape[0] for p in parts)
+                row["walk_seconds" if walk else "written_seconds"], row["n_drawn"] = best, drawn
+            row["speedup"] = row["written_seconds"] / row["walk_seconds"]
+            rows.append(row)
+            logger.info("%s eps %.0e draws %d: walk %.2f s, written pool %.2f s", name, eps, draws,
+                        row["walk_seconds"], row["written_seconds"])
+    return {"system": name, "n_spin_orbitals": 2 * H.n_orbitals, "n_unique": batch.n_unique,
+            "n_excitations": H.n_excitations, "kernel": rows}
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--systems", default="n2_sto3g,h2o_631g")
@@ -79,18 +114,27 @@ def main(argv=None) -> dict:
     p.add_argument("--repeats", type=int, default=5, help="semistochastic estimates per (eps, draws), fresh draws each")
     p.add_argument("--start-steps", type=int, default=300, help="[start] steps of the CISD fit")
     p.add_argument("--quick", action="store_true", help="LiH, 2000 samples, 20 fit steps, 3 repeats (smoke test)")
+    p.add_argument("--kernel-only", action="store_true", help="time the heat-bath walk against the written-out pool")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=os.path.join(RESULTS, "bench_semistochastic_cpu.json"))
+    p.add_argument("--out", default=None, help="JSON (default results/bench_semistochastic[_kernel]_cpu.json)")
     args = p.parse_args(argv)
+    args.out = args.out or os.path.join(RESULTS, f"bench_semistochastic{'_kernel' if args.kernel_only else ''}_cpu.json")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(1)
     if args.quick:
         args.systems, args.n_samples, args.start_steps, args.repeats = "lih_sto3g", 2000, 20, 3
     eps_list = [float(e) for e in args.eps.split(",")]
     draws_list = [int(d) for d in args.draws.split(",")]
-    results = [bench_system(s, n_samples=args.n_samples, eps_list=eps_list, draws_list=draws_list,
-                            repeats=args.repeats, start_steps=args.start_steps, seed=args.seed)
-               for s in args.systems.split(",")]
+    bench = bench_kernel if args.kernel_only else bench_system
+    results = [bench(s, n_samples=args.n_samples, eps_list=eps_list, draws_list=draws_list, repeats=args.repeats,
+                     start_steps=args.start_steps, seed=args.seed) for s in args.systems.split(",")]
+    if args.kernel_only:
+        print(f"{'system':11s} {'U':>6s} {'eps':>6s} {'draws':>5s} {'walk s':>8s} {'written s':>9s} {'speed-up':>8s}")
+        for r in results:
+            for k in r["kernel"]:
+                print(f"{r['system']:11s} {r['n_unique']:6d} {k['eps']:6.0e} {k['draws']:5d} {k['walk_seconds']:8.2f} "
+                      f"{k['written_seconds']:9.2f} {k['speedup']:8.2f}")
+        return save_results(args.out, results, args=args, note="connections only, best of the repeats")
     print(f"{'system':11s} {'U':>6s} {'mode':15s} {'eps':>6s} {'draws':>5s} {'offset mHa':>18s} {'sd one':>8s} "
           f"{'amplitudes':>10s} {'seconds':>8s}")
     for r in results:

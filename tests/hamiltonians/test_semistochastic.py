@@ -61,14 +61,15 @@ def test_without_a_pool_it_is_the_exact_local_energy(setup):
         assert got.n_drawn == 0 and got.n_evaluated == exact.n_evaluated
 
 
-def test_the_mean_is_exact_and_the_variance_is_the_formula(setup):
+@pytest.mark.parametrize("kernel", ["compiled", "torch"])   # the heat-bath walk and the reference
+def test_the_mean_is_exact_and_the_variance_is_the_formula(setup, kernel):
     H, batch, fn, lp, table = setup
     exact = local_energy(H, batch, fn, mode="exact", log_psi_x=lp).e_loc.real
     variance = reference_moments(H, batch, table)
     assert int((variance > 0).sum()) >= 10      # most rows have a drawn part
     gen = torch.Generator().manual_seed(1)
     draws = torch.stack([local_energy(H, batch, fn, mode="semistochastic", threshold=EPS, draws=DRAWS, log_psi_x=lp,
-                                      generator=gen).e_loc.real for _ in range(REPEATS)])
+                                      generator=gen, kernel=kernel).e_loc.real for _ in range(REPEATS)])
     live = variance > 0
     # the mean: z-scores against the exact local energy with the formula's variance
     z = (draws.mean(0) - exact)[live] / (variance[live] / REPEATS).sqrt()
@@ -138,3 +139,53 @@ def test_each_rows_draw_variance_is_estimated_without_bias(setup):
     one = local_energy(H, batch, fn, mode="semistochastic", threshold=EPS, draws=1, log_psi_x=lp, generator=gen)
     assert one.draw_variance is None
     assert local_energy(H, batch, fn, mode="truncated", threshold=EPS, log_psi_x=lp).draw_variance is None
+
+
+@pytest.mark.parametrize("chunk", [None, 300])
+def test_the_compiled_heat_bath_draws_are_the_references(setup, chunk):
+    """The compiled heat-bath walk (the pool summed, then walked to the draws, never written out)
+    picks the same elements as the reference (the pool written out, then drawn from) from the
+    same uniforms, chunk by chunk; the random streams end in the same state."""
+    H, batch, fn, lp, _ = setup
+    pytest.importorskip("numba")
+    streams = {walk: torch.Generator().manual_seed(7) for walk in (True, False)}
+    parts = {walk: list(H.semistochastic_connections(batch, threshold=EPS, draws=DRAWS, generator=streams[walk],
+                                                     eps=1e-12, chunk=chunk, kernel="compiled", heat_bath=walk))
+             for walk in streams}
+    parts["compiled"], parts["torch"] = parts[True], parts[False]
+    assert len(parts["torch"]) == len(parts["compiled"]) > (1 if chunk else 0)
+    n_drawn = 0
+    for mine, ref in zip(parts["compiled"], parts["torch"]):
+        key = lambda keys, rows: sorted(zip(rows.tolist(), keys[:, 0].tolist()))  # noqa: E731
+        assert key(mine[0], mine[2]) == key(ref[0], ref[2]) and mine[4] == ref[4]   # the deterministic part
+        (dk, dv, dr), (rk, rv, rr) = mine[5], ref[5]
+        got, want = (sorted(zip(r.tolist(), k[:, 0].tolist(), v.tolist())) for r, k, v in ((dr, dk, dv), (rr, rk, rv)))
+        assert [g[:2] for g in got] == [w[:2] for w in want]                 # the same elements drawn
+        assert [g[2] for g in got] == pytest.approx([w[2] for w in want], rel=1e-12, abs=0)
+        n_drawn += dk.shape[0]
+    assert n_drawn == DRAWS * batch.shape[0]    # every row of this batch has a pool
+    assert torch.equal(streams[True].get_state(), streams[False].get_state())
+
+
+@pytest.mark.parametrize("threshold", [0.002, 0.05, 1.0])
+def test_the_heat_bath_walk_with_rows_and_chunks_without_a_pool(setup, threshold):
+    """400 of the 441 determinants as the batch: most rows' connections are in it, so many rows
+    have no pool; the walk still picks the reference's elements, draws only for rows with a pool,
+    and leaves the stream where the reference does."""
+    H, *_ = setup
+    pytest.importorskip("numba")
+    dets = enumerate_determinants(H.n_orbitals, H.n_alpha, H.n_beta)
+    batch = dets[torch.randperm(dets.shape[0], generator=torch.Generator().manual_seed(9))[:400]]
+    streams = {walk: torch.Generator().manual_seed(10) for walk in (True, False)}
+    drawn = {}
+    for walk, gen in streams.items():
+        parts = list(H.semistochastic_connections(batch, threshold=threshold, draws=DRAWS, generator=gen, eps=1e-12,
+                                                  chunk=500, kernel="compiled", heat_bath=walk))
+        drawn[walk] = sorted(zip(torch.cat([p[5][2] for p in parts]).tolist(),
+                                 torch.cat([p[5][0] for p in parts])[:, 0].tolist(),
+                                 torch.cat([p[5][1] for p in parts]).tolist()))
+    assert [d[:2] for d in drawn[True]] == [d[:2] for d in drawn[False]]
+    assert [d[2] for d in drawn[True]] == pytest.approx([d[2] for d in drawn[False]], rel=1e-12, abs=0)
+    rows_with_draws = {d[0] for d in drawn[True]}
+    assert 0 < len(rows_with_draws) < 400 and len(drawn[True]) == DRAWS * len(rows_with_draws)
+    assert torch.equal(streams[True].get_state(), streams[False].get_state())

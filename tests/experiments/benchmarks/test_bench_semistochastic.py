@@ -20,3 +20,15 @@ def test_bench_semistochastic_quick(tmp_path):
     for m in (few, many):
         assert abs(m["offset_mha"]) <= 5 * m["offset_stderr_mha"] + 1e-9
     assert payload["meta"]["effective_config"]["draws"] == "2,50"
+
+
+def test_bench_semistochastic_kernel_only(tmp_path):
+    """--kernel-only: the heat-bath walk against the written-out pool, both timed, the draws counted."""
+    pytest.importorskip("pyscf")
+    pytest.importorskip("numba")
+    payload = bench_semistochastic.main(["--quick", "--kernel-only", "--eps", "1e-1", "--draws", "3", "--repeats", "1",
+                                         "--out", str(tmp_path / "k.json")])
+    (result,) = payload["results"]
+    (row,) = result["kernel"]
+    assert row["walk_seconds"] > 0 and row["written_seconds"] > 0
+    assert 0 < row["n_drawn"] <= 3 * result["n_unique"] and row["n_drawn"] % 3 == 0
