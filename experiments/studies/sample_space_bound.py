@@ -9,10 +9,12 @@ network's own energy once ``S`` holds its whole support (not a bound on the netw
 ``P_S psi`` is another state, which can be better). Costs the connection kernel only: no
 amplitude outside the samples.
 
-    python experiments/studies/sample_space_bound.py [--system h2o_631g | --run RUN_DIR] [--draws 1e4,1e5,...]
-                                                     [--out FILE]
+    python experiments/studies/sample_space_bound.py [--system h2o_631g] [--run RUN_DIR ...] [--with-start]
+                                                     [--draws 1e4,1e5,...] [--out FILE]
 
-Prints a table, writes ``--out`` (JSON) and a plot beside it (``.png``).
+Each ``--run`` adds the curve of that run's trained network (``--with-start``: and the CISD fit's;
+no ``--run``: the CISD fit's alone). Prints a table, writes ``--out`` (JSON, a ``curve`` name on
+each row) and one plot of every curve beside it (``.png``).
 """
 
 from __future__ import annotations
@@ -53,19 +55,28 @@ def bound_curve(model, H, draws: list[int], seed: int) -> list[dict]:
 
 
 def plot(path: str, rows: list[dict], references: dict, title: str) -> None:
+    """Each curve's bound against ``U`` (log scale), with the references as lines."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot([r["n_unique"] for r in rows], [r["energy"] for r in rows], "o-", label="sample-space energy (bound)")
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fci = references.get("fci")   # with FCI: the error in mHa on a log scale, else the energy
+    shown = (lambda e: 1e3 * (e - fci)) if fci is not None else (lambda e: e)
+    for curve in dict.fromkeys(r["curve"] for r in rows):
+        mine = [r for r in rows if r["curve"] == curve]
+        ax.plot([r["n_unique"] for r in mine], [shown(r["energy"]) for r in mine], "o-", label=f"{curve}: bound E_S")
     for key, label, style in (("cisd", "CISD (the fit's target)", "--"), ("ccsd_t", "CCSD(T)", ":"), ("fci", "FCI", "-")):
-        if references.get(key) is not None:
-            ax.axhline(references[key], ls=style, color="gray", label=label)
+        if references.get(key) is not None and not (fci is not None and key == "fci"):
+            ax.axhline(shown(references[key]), ls=style, color="gray", label=label)
     ax.set_xscale("log")
     ax.set_xlabel("unique samples U")
-    ax.set_ylabel("energy (Ha)")
+    if fci is not None:
+        ax.set_yscale("log")
+        ax.set_ylabel("E_S - E_FCI (mHa)")
+    else:
+        ax.set_ylabel("energy (Ha)")
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -78,32 +89,60 @@ def main(argv=None) -> dict:
     p.add_argument("--system", default="h2o_631g")
     p.add_argument("--draws", default="1e4,1e5,1e6,1e7,1e8,1e9,1e10")
     p.add_argument("--start-steps", type=int, default=300, help="[start] steps of the CISD fit")
-    p.add_argument("--run", default=None, help="a run folder: its trained network instead of a CISD fit")
+    p.add_argument("--run", action="append", default=[], help="a run folder: its trained network's curve (repeatable)")
+    p.add_argument("--with-start", action="store_true", help="with --run: also the CISD fit's curve")
     p.add_argument("--references", action="store_true", help="also compute HF/CCSD(T)/FCI (cached) for the plot")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=os.path.join(RESULTS, "sample_space_bound.json"))
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(1)
-    if args.run:
-        system, model, note = trained_network(args.run)
-    else:
-        system, model, _, _, _, _ = fitted_samples(args.system, "given", n_samples=1000,
-                                                   start_steps=args.start_steps, seed=args.seed)
-        note = "a network fitted to CISD; at full support the bound is the network's energy"
-    H = system.hamiltonian
-    rows = bound_curve(model, H, [int(float(d)) for d in args.draws.split(",")], args.seed)
+    draws = [int(float(d)) for d in args.draws.split(",")]
+    curves, notes = [], {}
+    for run in args.run:
+        name = os.path.basename(os.path.normpath(run))
+        name = name if name not in notes else os.path.normpath(run)   # two folders of one name: their paths
+        system, model, notes[name] = trained_network(run)
+        curves.append((name, system, model))
+    if args.with_start or not args.run:
+        if args.run:   # the CISD fit on the runs' own system
+            system = curves[0][1]
+            model = cisd_fit(system, args.start_steps, args.seed)
+        else:
+            system, model, _, _, _, _ = fitted_samples(args.system, "given", n_samples=1000,
+                                                       start_steps=args.start_steps, seed=args.seed)
+        curves.insert(0, ("CISD fit", system, model))
+        notes["CISD fit"] = "a network fitted to CISD; at full support the bound is the network's energy"
+    H = curves[0][1].hamiltonian
+    rows = []
+    for name, system, model in curves:
+        if system.hamiltonian.n_orbitals != H.n_orbitals or abs(system.hamiltonian.constant - H.constant) > 1e-8:
+            raise SystemExit(f"{name}: another system than {curves[0][0]}'s")
+        rows += [dict(curve=name, **r) for r in bound_curve(model, system.hamiltonian, draws, args.seed)]
+    note = notes
     references = dict(reference_energies(H, methods=("hf", "ccsd_t", "fci"))) if args.references else {}
     from hamiltonians.ci import cisd
     references["cisd"] = float(cisd(H).energy)
-    print(f"{'draws':>8s} {'U':>8s} {'E_S (Ha)':>14s} {'E_S - CISD (mHa)':>17s} {'seconds':>8s}")
+    print(f"{'curve':>20s} {'draws':>8s} {'U':>8s} {'E_S (Ha)':>14s} {'E_S - CISD (mHa)':>17s} {'seconds':>8s}")
     for r in rows:
-        print(f"{r['n_samples']:8.0e} {r['n_unique']:8d} {r['energy']:14.8f} {1e3 * (r['energy'] - references['cisd']):17.3f} "
-              f"{r['seconds']:8.2f}")
+        print(f"{r['curve'][:20]:>20s} {r['n_samples']:8.0e} {r['n_unique']:8d} {r['energy']:14.8f} "
+              f"{1e3 * (r['energy'] - references['cisd']):17.3f} {r['seconds']:8.2f}")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    name = os.path.basename(os.path.normpath(args.run)) if args.run else args.system
-    plot(os.path.splitext(args.out)[0] + ".png", rows, references, f"{name}: energy of psi projected on S")
+    plot(os.path.splitext(args.out)[0] + ".png", rows, references, "energy of psi projected on its unique samples S")
     return save_results(args.out, rows, args=args, references=references, note=note)
+
+
+def cisd_fit(system, start_steps: int, seed: int):
+    """A d32/L4 network (the run default) fitted to ``system``'s CISD state."""
+    from nnqs.app.system import build_model
+    from nnqs.training.start import Start, StartSettings
+    from nnqs.wavefunction.config import ModelConfig
+
+    torch.manual_seed(seed)
+    model = build_model(ModelConfig(), system)
+    Start(StartSettings(mode="cisd", steps=start_steps)).kernel(model, system.hamiltonian,
+                                                                hf_occupation=system.hf_occupation, order=system.order)
+    return model.eval()
 
 
 def trained_network(run_dir: str):

@@ -33,6 +33,7 @@ def test_the_bound_reaches_the_networks_energy_on_the_whole_space(tmp_path):
 def test_a_run_folders_trained_network(tmp_path):
     """``--run``: the network of a run's checkpoint; over the whole space its own energy."""
     pytest.importorskip("pyscf")
+    from hamiltonians.exact import ground_state_energy
     from nnqs.app.run import run
     from nnqs.app.runconfig import config_from_dict
     from nnqs.training.estimators import exact_variational_energy
@@ -43,5 +44,14 @@ def test_a_run_folders_trained_network(tmp_path):
     payload = sample_space_bound.main(["--run", str(folder), "--draws", "1e6", "--out", str(tmp_path / "b.json")])
     system, model, note = sample_space_bound.trained_network(str(folder))
     (whole,) = payload["results"]
-    assert whole["n_unique"] == 4 and "after step 6" in note
+    assert whole["n_unique"] == 4 and "after step 6" in note and whole["curve"] == "h2"
     assert whole["energy"] == pytest.approx(exact_variational_energy(model, system.hamiltonian), abs=1e-6)
+    other = tmp_path / "h2_other"
+    run(config_from_dict({**TINY, "start": {"mode": "none"}, "molecule": {**TINY["molecule"], "geometry": "H 0 0 0; H 0 0 0.8"}}),
+        other, progress=False)
+    with pytest.raises(SystemExit, match="h2_other: another system than h2's"):   # curves of one system only
+        sample_space_bound.main(["--run", str(folder), "--run", str(other), "--draws", "1e2", "--out", str(tmp_path / "c.json")])
+    both = sample_space_bound.main(["--run", str(folder), "--with-start", "--start-steps", "2", "--draws", "1e6",
+                                    "--out", str(tmp_path / "d.json")])["results"]
+    assert [r["curve"] for r in both] == ["CISD fit", "h2"] and both[1]["energy"] == whole["energy"]
+    assert both[0]["n_unique"] == 4 and both[0]["energy"] > ground_state_energy(system.hamiltonian)  # fit on h2's system
