@@ -152,6 +152,11 @@ def check_device(device: str) -> None:
 
 @dataclass(frozen=True)
 class RunConfig:
+    """A run's tables, and ``given``: the ``"table.key"`` names its source wrote
+    (:func:`config_from_dict`), which the recipe (:mod:`nnqs.app.recipe`) never changes;
+    ``None`` (a config built in code) counts every setting as written. Not part of
+    :meth:`to_dict` or of equality."""
+
     molecule: MoleculeConfig
     model: ModelConfig = field(default_factory=ModelConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
@@ -160,9 +165,14 @@ class RunConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     stop: StopConfig = field(default_factory=StopConfig)
     run: RunSettings = field(default_factory=RunSettings)
+    given: frozenset | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {name: dataclasses.asdict(getattr(self, name)) for name in _SECTIONS}
+
+    def written(self, key: str) -> bool:
+        """Whether the config's source wrote ``key`` (``"table.key"``)."""
+        return self.given is None or key in self.given
 
     def replace(self, section: str, **changes) -> "RunConfig":
         """A copy with ``changes`` applied to one table (e.g. ``replace("optim", steps=10)``)."""
@@ -258,7 +268,9 @@ def config_from_dict(data: dict) -> RunConfig:
         raise ConfigError(f"unknown table(s) {unknown}; known: {sorted(_SECTIONS)}")
     if "molecule" not in data:
         raise ConfigError("the config needs a [molecule] table")
-    return RunConfig(**{name: _build(name, cls, data[name]) for name, cls in _SECTIONS.items() if name in data})
+    given = frozenset(f"{name}.{key}" for name in _SECTIONS if isinstance(data.get(name), dict) for key in data[name])
+    return RunConfig(**{name: _build(name, cls, data[name]) for name, cls in _SECTIONS.items() if name in data},
+                     given=given)
 
 
 def load_config(path: str | Path) -> RunConfig:

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import given, settings  # noqa: E402
+from hypothesis import example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from nnqs.app.runconfig import _SECTIONS, ConfigError, config_from_dict  # noqa: E402
@@ -22,6 +22,7 @@ CONFIG = st.dictionaries(st.sampled_from(sorted(_SECTIONS) + ["extra"]), TABLE, 
 
 @settings(max_examples=400, derandomize=True, deadline=None)
 @given(CONFIG)
+@example({"molecule": {"geometry": "H 0 0 0; H 0 0 0.74"}, "optim": {"lr": 0.5}})   # one that loads, at least
 def test_random_tables_load_or_raise_config_error(data):
     try:
         config = config_from_dict(data)
@@ -29,5 +30,6 @@ def test_random_tables_load_or_raise_config_error(data):
         assert "\n" not in str(error)
         return
     assert config.molecule.geometry or config.molecule.fcidump
-    for table in dataclasses.asdict(config).values():
+    for table in config.to_dict().values():
         assert all(v == v for v in table.values() if isinstance(v, float))  # no NaN got through
+    assert config.given == frozenset(f"{name}.{key}" for name, table in data.items() for key in table)

@@ -26,7 +26,7 @@ def test_auto_is_large_past_the_limit_and_a_name_is_taken_as_given():
 def test_the_large_recipe_fills_only_what_the_config_left_to_it():
     config, summary = apply_recipe(_config(), LARGE_SPACE + 1, 26)
     assert config.local_energy.coarse_steps == 100 - FINE_STEPS and config.local_energy.coarse_mode == "sampled"
-    assert summary == {"name": "large", "n_determinants": LARGE_SPACE + 1,
+    assert summary == {"name": "large", "n_determinants": LARGE_SPACE + 1, "n_spin_orbitals": 26,
                        "changed": {"local_energy.coarse_steps": 100 - FINE_STEPS}}
     small, summary = apply_recipe(_config(), 36, 12)
     assert small.local_energy.coarse_steps == 0 and summary["name"] == "default"
@@ -89,7 +89,7 @@ def test_a_run_records_its_recipe_and_trains_with_it(tmp_path, monkeypatch):
              "sampler": {"n_samples": 10, "unique_window": [2, 3]}, "local_energy": {"threshold": 1e-12}}
     result = run(config_from_dict(table), tmp_path / "out", progress=False)
     saved = json.loads((tmp_path / "out" / "result.json").read_text())
-    assert saved["recipe"] == result["recipe"] == {"name": "large", "n_determinants": 4,
+    assert saved["recipe"] == result["recipe"] == {"name": "large", "n_determinants": 4, "n_spin_orbitals": 4,
                                                    "changed": {"local_energy.coarse_steps": 3}}
     assert saved_by(config_from_dict(table), saved["config"], saved["recipe"])
     assert saved["config"]["local_energy"]["coarse_steps"] == 3
@@ -97,3 +97,45 @@ def test_a_run_records_its_recipe_and_trains_with_it(tmp_path, monkeypatch):
     assert all(int(r["n_amplitudes"]) == 0 for r in rows[:3])   # the coarse steps: no outside amplitude
     assert any(int(r["n_unique"]) < 4 for r in rows[:3])        # though some determinants were unsampled
     assert any(int(r["n_amplitudes"]) > 0 for r in rows[3:])     # the fine steps evaluate them
+
+
+def test_past_40_spin_orbitals_the_large_recipe_runs_many_samples_per_step():
+    """The many-samples regime is set where the config wrote none of its keys, and left whole
+    where it wrote one (a config that chose its sampler or update keeps all of them)."""
+    from nnqs.app.recipe import MANY_SAMPLES, REGIME_KEYS
+
+    def bare(**tables):   # TINY without its [sampler] table
+        return config_from_dict({**{k: v for k, v in TINY.items() if k != "sampler"}, "optim": {"steps": 100},
+                                 **tables})
+
+    wide = FINE_MAX_SPIN_ORBITALS + 2
+    config, summary = apply_recipe(bare(), LARGE_SPACE + 1, wide)
+    assert (config.sampler.unique_window, config.sampler.n_samples, config.sampler.weights) == ((8000, 12000), 10**7,
+                                                                                                "psi2")
+    assert (config.optim.method, config.optim.lr) == ("adamw", 1e-3)
+    assert set(summary["changed"]) == {"local_energy.coarse_steps", *MANY_SAMPLES}
+    narrow, _ = apply_recipe(bare(), LARGE_SPACE + 1, FINE_MAX_SPIN_ORBITALS)   # the regime's edge
+    assert narrow.optim.method == "minsr" and narrow.sampler.weights == "counts"
+    default = bare()
+    for key in REGIME_KEYS:            # any one written: the whole regime is the config's
+        section, field = key.split(".")
+        mine = bare(**{section: {**({"steps": 100} if section == "optim" else {}),
+                                 field: getattr(getattr(default, section), field)}})
+        kept, summary = apply_recipe(mine, LARGE_SPACE + 1, wide)
+        assert set(summary["changed"]) == {"local_energy.coarse_steps"}, key
+    mine = bare(optim={"steps": 100, "method": "minsr"})
+    coded = config.replace("optim", method="minsr")    # built in code: every setting counts as written
+    assert apply_recipe(type(coded)(**{f: getattr(coded, f) for f in ("molecule", "model", "sampler", "start",
+                                                                        "local_energy", "optim", "stop", "run")}),
+                        LARGE_SPACE + 1, wide)[1]["changed"] == {}
+    # a saved run of the regime is this config's; one where the recipe was overridden is not
+    assert saved_by(bare(), *_saved(bare(), LARGE_SPACE + 1, wide))
+    assert not saved_by(bare(), *_saved(mine, LARGE_SPACE + 1, wide))
+    # resumed, a run keeps the regime it began with (here: none, begun before the regime existed)
+    old = {"config": mine.to_dict(), "trainer": {"step": 10}}
+    resumed, summary = apply_recipe(bare(), LARGE_SPACE + 1, wide, checkpoint=old)
+    assert (resumed.optim.method, resumed.sampler.weights, resumed.sampler.unique_window) == ("minsr", "counts",
+                                                                                             (500, 2000))
+    again, _ = apply_recipe(bare(), LARGE_SPACE + 1, wide, checkpoint={"config": config.to_dict(),
+                                                                         "trainer": {"step": 10}})
+    assert (again.optim.method, again.sampler.weights) == ("adamw", "psi2")
