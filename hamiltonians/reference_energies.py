@@ -22,7 +22,7 @@ from filelock import FileLock, Timeout
 
 from hamiltonians.durable import durable_write
 
-__all__ = ["reference_energies", "default_cache_path", "METHODS", "OPTIONAL_METHODS"]
+__all__ = ["reference_energies", "store_reference", "default_cache_path", "METHODS", "OPTIONAL_METHODS"]
 
 logger = logging.getLogger(__name__)
 
@@ -248,6 +248,36 @@ def _compute_and_cache(H, todo, fci_max_determinants, key, entry, cache_path, dm
             logger.warning("reference energies not cached: cannot write %s (%s)", cache_path,
                            getattr(error, "strerror", None) or error)
     return saved
+
+
+def store_reference(H_or_spec, method: str, energy: float, details: dict | None = None, *,
+                    cache_path: str | os.PathLike | None = None) -> None:
+    """Put a reference computed elsewhere (e.g. a saved DMRG result) into the cache for ``H``,
+    beside what the cache holds for it, so that :func:`reference_energies` reports it.
+
+    ``H_or_spec`` is a :class:`MolecularHamiltonian` or a :func:`from_pyscf` spec; ``details``
+    (bond dimensions, discarded weights, ...) is kept as the method's details.
+    """
+    if method not in METHODS + OPTIONAL_METHODS:
+        raise ValueError(f"unknown reference method {method!r}; choose from {METHODS + OPTIONAL_METHODS}")
+    if not np.isfinite(energy):
+        raise ValueError(f"reference energy for {method} is not finite: {energy!r}")
+    if isinstance(H_or_spec, dict):
+        from hamiltonians.pyscf_io import from_pyscf
+
+        H_or_spec = from_pyscf(**H_or_spec)
+    cache_path = cache_path or default_cache_path()
+    key = _cache_key(H_or_spec)
+    with _lock(cache_path):
+        cache = _load(cache_path)
+        entry = cache.get(key, {"energies": {}, "notes": {}})
+        entry.setdefault("details", {})
+        entry["energies"][method] = float(energy)
+        entry["notes"].pop(method, None)
+        if details is not None:
+            entry["details"][method] = details
+        cache[key] = entry
+        _save(cache_path, cache)
 
 
 def reference_energies(

@@ -8,12 +8,16 @@ Writes the result (energies, discarded weights, extrapolation, wall time) to ``-
 
     python experiments/tools/dmrg_reference.py experiments/configs/n2_ccpvdz_fc.toml --symmetry su2 \\
         --bond-dims 250,500,750 --threads 2 [--out FILE] [--recompute]
+
+``--from FILE`` computes nothing: it puts a result this script saved (on another machine, or
+before the cache was cleared) back into the cache, after checking it is for this molecule.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
 import os
 import sys
@@ -23,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from experiments.common import RESULTS  # noqa: E402
 from hamiltonians import FCIDUMPError, reference_energies  # noqa: E402
+from hamiltonians.reference_energies import store_reference  # noqa: E402
 from nnqs.app.io import write_json  # noqa: E402
 from nnqs.app.runconfig import ConfigError, load_config  # noqa: E402
 from nnqs.app.system import build_system  # noqa: E402
@@ -37,6 +42,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--recompute", action="store_true", help="replace a cached DMRG reference")
     parser.add_argument("--out", default=None, help="JSON file (default experiments/results/dmrg_<name>.json)")
+    parser.add_argument("--from", dest="saved", default=None, metavar="FILE",
+                        help="put a saved result of this script into the cache instead of computing one")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
@@ -51,6 +58,8 @@ def main(argv: list[str] | None = None) -> dict:
         H = build_system(dataclasses.replace(molecule, orbital_order="given"), references=False).hamiltonian
     except (ConfigError, FCIDUMPError) as error:
         parser.error(str(error))
+    if args.saved:
+        return _restore(parser, args.saved, H)
     options = {"symmetry": args.symmetry, "bond_dims": bond_dims, "sweeps_per_bond_dim": args.sweeps,
                "threads": args.threads}
     start = time.perf_counter()
@@ -62,6 +71,24 @@ def main(argv: list[str] | None = None) -> dict:
     write_json(args.out or os.path.join(RESULTS, f"dmrg_{molecule.name}.json"), result)
     logging.info("%s: DMRG %s Ha, CCSD(T) %s Ha", molecule.name, refs["dmrg"], refs["ccsd_t"])
     return result
+
+
+def _restore(parser, path: str, H) -> dict:
+    """Put the DMRG energy of the saved result at ``path`` into the cache for ``H``."""
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+    except (OSError, ValueError) as error:
+        parser.error(f"--from {path}: {getattr(error, 'strerror', None) or error}")
+    if not isinstance(saved, dict) or not isinstance(saved.get("dmrg"), (int, float)):
+        parser.error(f"--from {path}: no 'dmrg' energy (not a result of this script)")
+    found = (saved.get("spin_orbitals"), saved.get("determinants"))
+    if found != (2 * H.n_orbitals, H.n_determinants):
+        parser.error(f"--from {path}: it is for {found[0]} spin orbitals and {found[1]} determinants, "
+                     f"the config's molecule has {2 * H.n_orbitals} and {H.n_determinants}")
+    store_reference(H, "dmrg", saved["dmrg"], saved.get("details"))
+    logging.info("%s: DMRG %s Ha from %s put into the reference cache", saved.get("molecule"), saved["dmrg"], path)
+    return saved
 
 
 if __name__ == "__main__":

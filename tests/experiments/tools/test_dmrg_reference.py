@@ -41,3 +41,21 @@ def test_a_bad_bond_dimension_list_is_a_one_line_error(tmp_path, capsys):
         dmrg_reference.main([str(H2O), "--bond-dims", "10,x", "--out", str(tmp_path / "d.json")])
     assert exit_info.value.code == 2 and "--bond-dims" in capsys.readouterr().err
     assert not (tmp_path / "d.json").exists()
+
+
+def test_a_saved_result_goes_back_into_the_cache_and_a_foreign_one_is_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("NNQS_REFERENCE_CACHE", str(tmp_path / "refs.json"))
+    H = from_pyscf("O 0 0 0.1173; H 0 0.7572 -0.4692; H 0 -0.7572 -0.4692", "sto-3g")
+    details = {"bond_dims": [10, 20], "symmetry": "su2"}
+    saved = {"molecule": "h2o", "spin_orbitals": 14, "determinants": H.n_determinants,
+             "dmrg": -75.0123, "details": details}
+    (tmp_path / "saved.json").write_text(json.dumps(saved))
+    dmrg_reference.main([str(H2O), "--from", str(tmp_path / "saved.json")])
+    cached = reference_energies(H, ("hf", "dmrg"))   # the DMRG found, not computed; HF beside it
+    assert cached["dmrg"] == -75.0123 and cached["details"]["dmrg"] == details
+    assert abs(cached["hf"] - reference_energies(H, ("hf",), cache_path=False)["hf"]) < 1e-10
+    (tmp_path / "other.json").write_text(json.dumps({**saved, "spin_orbitals": 52}))
+    with pytest.raises(SystemExit) as exit_info:
+        dmrg_reference.main([str(H2O), "--from", str(tmp_path / "other.json")])
+    assert exit_info.value.code == 2 and "52 spin orbitals" in capsys.readouterr().err
+    assert reference_energies(H, ("dmrg",))["dmrg"] == -75.0123
