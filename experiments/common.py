@@ -27,6 +27,7 @@ import torch
 
 from nnqs import TransformerWavefunction, WavefunctionConfig
 from nnqs.app.io import write_json
+from nnqs.app.provenance import provenance
 from nnqs.app.runconfig import MOVED, REMOVED, MoleculeConfig, RunConfig, RunSettings, config_from_dict, load_config
 from samplers import bas
 
@@ -34,6 +35,8 @@ from samplers import bas
 EXPERIMENTS = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = Path(EXPERIMENTS) / "configs"
 RESULTS = os.path.join(EXPERIMENTS, "results")
+
+provenance()   # read (and cached) on import: results record the code a script started with
 
 #: A timed run longer than this (seconds) is not repeated.
 LONG_RUN_S = 10.0
@@ -139,10 +142,8 @@ def save_results(path, results, *, args=None, extra: dict | None = None, **meta)
 
     ``meta`` gets the machine (CPU model, torch version, threads), the time, the command line, the
     code's ``provenance`` (:func:`nnqs.app.provenance.provenance`: package version, git commit,
-    dirty flag) and ``effective_config``, the script's parsed arguments (``args``) in full; then
+    dirty flag, read when this module is imported: the code the script started with) and ``effective_config``, the script's parsed arguments (``args``) in full; then
     the caller's ``meta``, which wins on a shared key."""
-    from nnqs.app.provenance import provenance
-
     meta = {"cpu": cpu_model_name(), "torch": torch.__version__, "threads": torch.get_num_threads(),
             "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "command": " ".join(["python", *sys.argv]),
             "provenance": provenance(), "effective_config": None if args is None else effective_config(args),

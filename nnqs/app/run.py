@@ -82,6 +82,7 @@ def run(
         comm: the processes of this run (default: this one alone).
     """
     check_device(config.run.device)
+    provenance()   # read (and cached) now: the code as launched, not as the checkout stands when a file is written
     if config.molecule.geometry and not _importable("pyscf"):
         raise ConfigError("a [molecule] geometry needs PySCF for its integrals: pip install 'nnqs[chem]' "
                           "(or run from an FCIDUMP file)")

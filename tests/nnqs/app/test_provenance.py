@@ -1,5 +1,6 @@
 """Provenance: the commit and dirty flag of the code's checkout, read from git."""
 
+import json
 import subprocess
 
 import pytest
@@ -45,3 +46,25 @@ def test_outside_a_checkout_the_commit_is_unknown(tmp_path, monkeypatch):
         assert "unknown commit" in module.describe()
     finally:
         module.provenance.cache_clear()
+
+
+def test_a_run_records_the_commit_it_was_launched_from(checkout, monkeypatch):
+    """A commit made while a run trains (here: during its start fit) is not the run's code."""
+    from nnqs.app import run as run_module
+    from nnqs.app.runconfig import config_from_dict
+    from tests.nnqs.app.helpers import TINY
+
+    root, head = checkout
+    fit = run_module._fit_start
+
+    def fit_then_commit(*args, **kwargs):
+        (root / "a.py").write_text("x = 3\n")
+        subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "two"],
+                       check=True)
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "_fit_start", fit_then_commit)
+    result = run_module.run(config_from_dict(TINY), root / "out", progress=False)
+    assert result["provenance"]["commit"] == head and result["provenance"]["dirty"] is False
+    sessions = json.loads((root / "out" / "provenance.json").read_text())["sessions"]
+    assert sessions[0]["commit"] == head
