@@ -25,7 +25,6 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from experiments.common import save_results  # noqa: E402
-from nnqs.app.io import load_checkpoint  # noqa: E402
 from nnqs.app.runconfig import config_from_dict  # noqa: E402
 from nnqs.app.trained import load_trained  # noqa: E402
 from nnqs.training.evaluation import final_evaluation  # noqa: E402
@@ -39,7 +38,7 @@ def reevaluate(run_dir: str | Path, samples: int = 0) -> dict:
     (mHa) against the references of its ``result.json`` (when there is one)."""
     run_dir = Path(run_dir)
     trained = load_trained(run_dir)
-    state = load_checkpoint(run_dir / "checkpoint.pt", map_location="cpu")
+    state = trained.checkpoint
     config = config_from_dict(state["config"])
     H = trained.system.hamiltonian
     trainer = Trainer(trained.model, H, config.optim, config.sampler, config.local_energy, seed=config.run.seed)

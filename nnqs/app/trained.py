@@ -17,12 +17,14 @@ __all__ = ["TrainedRun", "load_trained"]
 @dataclass
 class TrainedRun:
     """``config`` ([molecule] and [model] of the checkpoint), ``system`` (the saved integrals in the
-    network's order), ``model`` (eval mode, CPU) and the ``step`` it was saved at."""
+    network's order), ``model`` (eval mode, CPU), the ``step`` it was saved at and the whole
+    saved ``checkpoint`` (the effective config, the trainer's state)."""
 
     config: RunConfig
     system: System
     model: TransformerWavefunction
     step: int
+    checkpoint: dict
 
 
 def load_trained(run_dir: str | Path) -> TrainedRun:
@@ -45,4 +47,4 @@ def load_trained(run_dir: str | Path) -> TrainedRun:
     model = build_model(config.model, system)
     model.load_state_dict(weights)
     model.eval()
-    return TrainedRun(config, system, model, step)
+    return TrainedRun(config, system, model, step, state)
