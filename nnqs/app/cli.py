@@ -235,10 +235,12 @@ def _run(args: argparse.Namespace) -> int:
             if not comm.is_main:  # one copy of each warning
                 logging.getLogger().setLevel(logging.ERROR)
         progress = not args.no_progress and sys.stderr.isatty()
-        if progress and comm.is_main:
+        if comm.is_main:
             # The start (which CI state, its size and energy, the fit's progress) can take
-            # minutes before the first step's progress bar: at a terminal, say what it is doing.
-            for name in ("nnqs.training.start", "nnqs.training.fit"):
+            # minutes before the first step: say what it is doing. Without a progress bar (a
+            # log file, a batch job) the run also logs a line per checkpoint interval.
+            names = ("nnqs.training.start", "nnqs.training.fit") + (() if progress else ("nnqs.app.run",))
+            for name in names:
                 logging.getLogger(name).setLevel(logging.INFO)
         result = run(config, out, resume=args.resume, overwrite=args.overwrite, extend=args.extend,
                      stop_after=args.stop_after, progress=progress, comm=comm)

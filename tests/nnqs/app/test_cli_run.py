@@ -1,5 +1,5 @@
 """``nnqs run`` through the CLI: a run from an FCIDUMP, finished runs and resumes, no progress
-bar off a terminal, a closed pipe."""
+bar off a terminal (log lines instead), a closed pipe."""
 
 import json
 import os
@@ -32,6 +32,10 @@ def test_no_progress_bar_when_stderr_is_not_a_terminal(tmp_path):
     result = nnqs(tmp_path, "run", config(tmp_path), "--out", str(tmp_path / "o"))
     assert result.returncode == 0, result.stderr
     assert "\r" not in result.stderr and "it/s" not in result.stderr
+    # instead a line per checkpoint interval (checkpoint_every = 2) and at the last step
+    lines = [line for line in result.stderr.splitlines() if "nnqs.app.run: step " in line]
+    assert [line.split("step ")[1].split(":")[0] for line in lines] == ["2/3", "3/3"], result.stderr
+    assert "unique samples" in lines[0] and "s per step" in lines[0]
     assert (tmp_path / "o" / "result.json").stat().st_mode & 0o777 == 0o666 & ~current_umask()
 
 
