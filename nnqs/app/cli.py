@@ -239,7 +239,7 @@ def _run(args: argparse.Namespace) -> int:
             # The start (which CI state, its size and energy, the fit's progress) can take
             # minutes before the first step: say what it is doing. Without a progress bar (a
             # log file, a batch job) the run also logs a line per checkpoint interval.
-            names = ("nnqs.training.start", "nnqs.training.fit") + (() if progress else ("nnqs.app.run",))
+            names = ("nnqs.training.start", "nnqs.training.fit") + (() if progress else ("nnqs.app.run.progress",))
             for name in names:
                 logging.getLogger(name).setLevel(logging.INFO)
         result = run(config, out, resume=args.resume, overwrite=args.overwrite, extend=args.extend,
@@ -329,7 +329,8 @@ def _summary(result: dict, out: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%Y-%m-%d %H:%M:%S")
     args = _build_parser().parse_args(argv)
     commands = {"check-consistency": _check_consistency, "run": _run, "analyse": _analyse, "reference": _reference}
     try:

@@ -41,6 +41,8 @@ from nnqs.training.start import Start
 from nnqs.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
+#: The per-interval step lines of a run without a progress bar (the CLI shows them off a terminal).
+progress_log = logging.getLogger(f"{__name__}.progress")
 
 
 def run(
@@ -145,8 +147,9 @@ def _fit_start(model, config: RunConfig, system: System, H, initial_model: dict 
         return build_model(config.model, system).to(model.device)
 
     start = Start(config.start)
-    start.dump_flags()
     try:
+        start.check(H)   # a window that does not fit is the error's one line, before any log line
+        start.dump_flags()
         start.kernel(model, H, hf_occupation=system.hf_occupation, order=system.order, fresh_model=fresh_model)
     except ValueError as error:  # a CAS window that does not fit the molecule
         raise ConfigError(f"[start] {error}") from None
@@ -248,7 +251,7 @@ class _Progress:
         row = self.metrics.append(record)
         self.seconds, self.steps = self.seconds + record.seconds, self.steps + 1
         if self.log_every and (trainer.step % self.log_every == 0 or trainer.step == self.bar.total):
-            log.info("step %d/%d: E = %.8f +- %.1e Ha, %d unique samples, %.2f s per step", trainer.step,
+            progress_log.info("step %d/%d: E = %.8f +- %.1e Ha, %d unique samples, %.2f s per step", trainer.step,
                      self.bar.total, record.energy, record.stderr, record.n_unique, self.seconds / self.steps)
             self.seconds, self.steps = 0.0, 0
         postfix = {"E": f"{record.energy:.6f}", "unique": record.n_unique,

@@ -140,6 +140,15 @@ class Start:
         fields = ", ".join(f"{k} = {v}" for k, v in dataclasses.asdict(self.settings).items())
         log.info("start: %s", fields)
 
+    def check(self, H) -> None:
+        """Raise ``ValueError`` now, before any work, for a ``cas`` window that does not fit ``H``
+        (in a mode that can use one)."""
+        if self.settings.cas and self.settings.mode in ("auto", "sci", "casci", "cisd_cas"):
+            try:
+                cas_window(H.n_orbitals, H.n_alpha, H.n_beta, *self.settings.cas)
+            except ValueError as error:
+                raise ValueError(f"cas: {error}") from None
+
     def kernel(self, model, H, *, hf_occupation: torch.Tensor, order: list[int],
                fresh_model: Callable[[], torch.nn.Module] | None = None) -> float | None:
         """Fit ``model`` in place to the start's target for ``H``; returns the fidelity.

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 from hamiltonians import from_pyscf, write_fcidump
 from nnqs.app import cli
@@ -33,9 +34,10 @@ def test_no_progress_bar_when_stderr_is_not_a_terminal(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "\r" not in result.stderr and "it/s" not in result.stderr
     # instead a line per checkpoint interval (checkpoint_every = 2) and at the last step
-    lines = [line for line in result.stderr.splitlines() if "nnqs.app.run: step " in line]
+    lines = [line for line in result.stderr.splitlines() if "nnqs.app.run.progress: step " in line]
     assert [line.split("step ")[1].split(":")[0] for line in lines] == ["2/3", "3/3"], result.stderr
     assert "unique samples" in lines[0] and "s per step" in lines[0]
+    time.strptime(lines[0][:19], "%Y-%m-%d %H:%M:%S")   # each line says when
     assert (tmp_path / "o" / "result.json").stat().st_mode & 0o777 == 0o666 & ~current_umask()
 
 
