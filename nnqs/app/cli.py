@@ -11,6 +11,7 @@ a second signal; :mod:`nnqs.app.signals`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import logging
 import os
@@ -66,7 +67,8 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--extend", action="store_true",
                      help="with --resume: allow a different --steps (the lr schedule is recomputed over the new total)")
     run.add_argument("--stop-after", type=int, default=None, help="stop with a checkpoint after this many steps")
-    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--no-progress", action="store_true",
+                     help="no progress bar: a log line per checkpoint interval instead (also off a terminal)")
 
     reference = sub.add_parser(
         "reference",
@@ -235,15 +237,13 @@ def _run(args: argparse.Namespace) -> int:
             if not comm.is_main:  # one copy of each warning
                 logging.getLogger().setLevel(logging.ERROR)
         progress = not args.no_progress and sys.stderr.isatty()
-        if comm.is_main:
-            # The start (which CI state, its size and energy, the fit's progress) can take
-            # minutes before the first step: say what it is doing. Without a progress bar (a
-            # log file, a batch job) the run also logs a line per checkpoint interval.
-            names = ("nnqs.training.start", "nnqs.training.fit") + (() if progress else ("nnqs.app.run.progress",))
-            for name in names:
-                logging.getLogger(name).setLevel(logging.INFO)
-        result = run(config, out, resume=args.resume, overwrite=args.overwrite, extend=args.extend,
-                     stop_after=args.stop_after, progress=progress, comm=comm)
+        # The start (which CI state, its size and energy, the fit's progress) can take minutes
+        # before the first step: say what it is doing. Without a progress bar (a log file, a
+        # batch job, --no-progress) the run also logs a line per checkpoint interval.
+        names = ("nnqs.training.start", "nnqs.training.fit") + (() if progress else ("nnqs.app.run.progress",))
+        with _info_from(names if comm.is_main else ()):
+            result = run(config, out, resume=args.resume, overwrite=args.overwrite, extend=args.extend,
+                         stop_after=args.stop_after, progress=progress, comm=comm)
     except RankLostError as error:
         print(f"nnqs: error: {error}", file=sys.stderr)
         return EXIT_FAILED
@@ -326,6 +326,20 @@ def _summary(result: dict, out: str) -> str:
     lines.append(f"  {start}{result['steps']} steps in {result['wall_seconds']:.1f} s{evaluation} on "
                  f"{result['device']}; outputs in {out}")
     return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def _info_from(names: tuple[str, ...]):
+    """These loggers at INFO inside the block, as they were after it."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def main(argv: list[str] | None = None) -> int:

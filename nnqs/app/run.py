@@ -241,16 +241,17 @@ class _Checkpoints:
 class _Progress:
     """A callback on rank 0: the step's row in ``metrics.csv`` and the progress bar; with
     ``log_every`` (a run without a bar: a log file, a batch job) also a log line every that many
-    steps and at the last, with the mean seconds per step since the previous line."""
+    steps and at the ``target`` step (the last, or ``stop_after``'s), with the mean seconds per
+    step since the previous line (a stop on a plateau or a signal ends without one)."""
 
-    def __init__(self, metrics: MetricsLog, bar, log_every: int = 0) -> None:
-        self.metrics, self.bar, self.log_every = metrics, bar, log_every
+    def __init__(self, metrics: MetricsLog, bar, target: int, log_every: int = 0) -> None:
+        self.metrics, self.bar, self.target, self.log_every = metrics, bar, target, log_every
         self.seconds, self.steps = 0.0, 0
 
     def __call__(self, trainer: Trainer, record) -> None:
         row = self.metrics.append(record)
         self.seconds, self.steps = self.seconds + record.seconds, self.steps + 1
-        if self.log_every and (trainer.step % self.log_every == 0 or trainer.step == self.bar.total):
+        if self.log_every and (trainer.step % self.log_every == 0 or trainer.step == self.target):
             progress_log.info("step %d/%d: E = %.8f +- %.1e Ha, %d unique samples, %.2f s per step", trainer.step,
                      self.bar.total, record.energy, record.stderr, record.n_unique, self.seconds / self.steps)
             self.seconds, self.steps = 0.0, 0
@@ -319,7 +320,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     bar = tqdm(total=config.optim.steps, initial=trainer.step, disable=not progress, desc=config.molecule.name,
                dynamic_ncols=True)
     log_every = 0 if progress else config.run.checkpoint_every
-    callbacks = ([_Progress(metrics, bar, log_every)] if comm.is_main else []) + [checkpoints, stop, signals]
+    callbacks = ([_Progress(metrics, bar, target, log_every)] if comm.is_main else []) + [checkpoints, stop, signals]
     clock.training()
     with signals.loop():
         converged = run_steps(trainer, target, callbacks)

@@ -1,5 +1,10 @@
 """Shared settings and file edits for the application tests."""
 
+import re
+
+#: A line of the CLI's log (time, level, logger): the run's progress, not its error.
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Z]+ \S+: ")
+
 H2 = {"name": "h2", "geometry": "H 0 0 0; H 0 0 0.7414", "basis": "sto-3g"}
 TINY = {
     "molecule": H2,
@@ -32,3 +37,8 @@ def toml_text(settings: dict) -> str:
 
     return "\n".join(f"[{table}]\n" + "\n".join(f"{k} = {value(v)}" for k, v in keys.items())
                      for table, keys in settings.items()) + "\n"
+
+
+def error_lines(stderr: str) -> list[str]:
+    """The lines of ``stderr`` that are not log lines (:data:`LOG_LINE`) nor blank."""
+    return [line for line in stderr.splitlines() if line.strip() and not LOG_LINE.match(line)]

@@ -41,6 +41,22 @@ def test_no_progress_bar_when_stderr_is_not_a_terminal(tmp_path):
     assert (tmp_path / "o" / "result.json").stat().st_mode & 0o777 == 0o666 & ~current_umask()
 
 
+def test_a_stopped_run_logs_its_last_step(tmp_path):
+    """--stop-after 3 of 5 steps with checkpoint_every = 2: lines at 2 and at 3, where it stops."""
+    result = nnqs(tmp_path, "run", config(tmp_path), "--out", str(tmp_path / "o"), "--steps", "5", "--stop-after", "3")
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "nnqs.app.run.progress: step " in line]
+    assert [line.split("step ")[1].split(":")[0] for line in lines] == ["2/5", "3/5"], result.stderr
+
+
+def test_the_cli_leaves_the_log_levels_as_it_found_them(tmp_path):
+    import logging
+
+    before = [logging.getLogger(n).level for n in ("nnqs.training.fit", "nnqs.app.run.progress")]
+    assert cli.main(["run", config(tmp_path), "--out", str(tmp_path / "o"), "--no-progress"]) == 0
+    assert [logging.getLogger(n).level for n in ("nnqs.training.fit", "nnqs.app.run.progress")] == before
+
+
 def current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from nnqs.app import cli
+from tests.nnqs.app.helpers import error_lines
 from tests.nnqs.app.test_cli_errors import TINY
 
 LONG = TINY.replace("steps = 3", "steps = 100000").replace("checkpoint_every = 2", "checkpoint_every = 1")
@@ -66,7 +67,7 @@ def test_a_full_tmpfs_stops_the_run_cleanly_and_it_resumes(tmp_path):
             time.sleep(0.05)
         filler = fill(small)
         _, err = run.communicate(timeout=120)
-        lines = [line for line in err.splitlines() if line.strip() and not line.startswith("WARNING")]
+        lines = error_lines(err)
         assert run.returncode == 2 and len(lines) == 1, err
         assert "No space left on device" in lines[0] and "MiB free in" in lines[0] and "--resume" in lines[0]
         assert lines[0].startswith(f"nnqs: error: {out}/"), lines[0]   # names the file it was writing
