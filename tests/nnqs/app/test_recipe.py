@@ -102,7 +102,7 @@ def test_a_run_records_its_recipe_and_trains_with_it(tmp_path, monkeypatch):
 def test_past_40_spin_orbitals_the_large_recipe_runs_many_samples_per_step():
     """The many-samples regime is set where the config wrote none of its keys, and left whole
     where it wrote one (a config that chose its sampler or update keeps all of them)."""
-    from nnqs.app.recipe import LARGE_START_STEPS, MANY_SAMPLES, REGIME_KEYS
+    from nnqs.app.recipe import MANY_SAMPLES, REGIME_KEYS
 
     def bare(**tables):   # TINY without its [sampler] table
         return config_from_dict({**{k: v for k, v in TINY.items() if k != "sampler"}, "optim": {"steps": 100},
@@ -113,19 +113,16 @@ def test_past_40_spin_orbitals_the_large_recipe_runs_many_samples_per_step():
     assert (config.sampler.unique_window, config.sampler.n_samples, config.sampler.weights) == ((8000, 12000), 10**7,
                                                                                                 "psi2")
     assert (config.optim.method, config.optim.lr) == ("adamw", 1e-3)
-    assert set(summary["changed"]) == {"local_energy.coarse_steps", "start.steps", *MANY_SAMPLES}
-    assert config.start.steps == LARGE_START_STEPS < bare().start.steps
+    assert set(summary["changed"]) == {"local_energy.coarse_steps", *MANY_SAMPLES}
     narrow, _ = apply_recipe(bare(), LARGE_SPACE + 1, FINE_MAX_SPIN_ORBITALS)   # the regime's edge
     assert narrow.optim.method == "minsr" and narrow.sampler.weights == "counts"
-    assert narrow.start.steps == bare().start.steps
-    assert apply_recipe(bare(start={"steps": 700}), LARGE_SPACE + 1, wide)[0].start.steps == 700
     default = bare()
     for key in REGIME_KEYS:            # any one written: the whole regime is the config's
         section, field = key.split(".")
         mine = bare(**{section: {**({"steps": 100} if section == "optim" else {}),
                                  field: getattr(getattr(default, section), field)}})
         kept, summary = apply_recipe(mine, LARGE_SPACE + 1, wide)
-        assert set(summary["changed"]) == {"local_energy.coarse_steps", "start.steps"}, key
+        assert set(summary["changed"]) == {"local_energy.coarse_steps"}, key
     mine = bare(optim={"steps": 100, "method": "minsr"})
     coded = config.replace("optim", method="minsr")    # built in code: every setting counts as written
     assert apply_recipe(type(coded)(**{f: getattr(coded, f) for f in ("molecule", "model", "sampler", "start",
