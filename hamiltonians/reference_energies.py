@@ -274,6 +274,7 @@ def store_reference(H_or_spec, method: str, energy: float, details: dict | None 
         entry.setdefault("details", {})
         entry["energies"][method] = float(energy)
         entry["notes"].pop(method, None)
+        entry["details"].pop(method, None)   # an earlier computation's details are not this energy's
         if details is not None:
             entry["details"][method] = details
         cache[key] = entry

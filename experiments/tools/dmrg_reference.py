@@ -9,8 +9,10 @@ Writes the result (energies, discarded weights, extrapolation, wall time) to ``-
     python experiments/tools/dmrg_reference.py experiments/configs/n2_ccpvdz_fc.toml --symmetry su2 \\
         --bond-dims 250,500,750 --threads 2 [--out FILE] [--recompute]
 
-``--from FILE`` computes nothing: it puts a result this script saved (on another machine, or
-before the cache was cleared) back into the cache, after checking it is for this molecule.
+``--from FILE`` computes no DMRG: it puts a result this script saved (on another machine, or
+before the cache was cleared) back into the cache, after checking it is for this molecule (its
+spin orbitals, determinants and HF energy); a different DMRG already cached stays unless
+``--recompute``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import logging
 import os
 import sys
 import time
+
+from filelock import Timeout
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -59,7 +63,7 @@ def main(argv: list[str] | None = None) -> dict:
     except (ConfigError, FCIDUMPError) as error:
         parser.error(str(error))
     if args.saved:
-        return _restore(parser, args.saved, H)
+        return _restore(parser, args.saved, H, args.recompute)
     options = {"symmetry": args.symmetry, "bond_dims": bond_dims, "sweeps_per_bond_dim": args.sweeps,
                "threads": args.threads}
     start = time.perf_counter()
@@ -73,7 +77,7 @@ def main(argv: list[str] | None = None) -> dict:
     return result
 
 
-def _restore(parser, path: str, H) -> dict:
+def _restore(parser, path: str, H, recompute: bool) -> dict:
     """Put the DMRG energy of the saved result at ``path`` into the cache for ``H``."""
     try:
         with open(path) as f:
@@ -86,7 +90,17 @@ def _restore(parser, path: str, H) -> dict:
     if found != (2 * H.n_orbitals, H.n_determinants):
         parser.error(f"--from {path}: it is for {found[0]} spin orbitals and {found[1]} determinants, "
                      f"the config's molecule has {2 * H.n_orbitals} and {H.n_determinants}")
-    store_reference(H, "dmrg", saved["dmrg"], saved.get("details"))
+    hf = reference_energies(H, ("hf",))["hf"]
+    if not isinstance(saved.get("hf"), (int, float)) or abs(saved["hf"] - hf) > 1e-6:
+        parser.error(f"--from {path}: its HF energy {saved.get('hf')} is not the config's molecule's ({hf:.10f})")
+    cached = reference_energies(H, (), cached=("dmrg",)).get("dmrg")
+    if cached is not None and cached != saved["dmrg"] and not recompute:
+        parser.error(f"--from {path}: the cache holds another DMRG energy ({cached}) for this molecule; "
+                     "--recompute replaces it")
+    try:
+        store_reference(H, "dmrg", saved["dmrg"], saved.get("details"))
+    except (OSError, Timeout) as error:
+        parser.error(f"--from {path}: cannot write the reference cache ({getattr(error, 'strerror', None) or error})")
     logging.info("%s: DMRG %s Ha from %s put into the reference cache", saved.get("molecule"), saved["dmrg"], path)
     return saved
 
