@@ -53,7 +53,9 @@ class StartSettings:
             (CASCI(``cas``)), ``"cisd_cas"`` (the union of both spaces), ``"hf"`` (fit
             ``-log p(HF)`` until ``p(HF)`` reaches ``hf_target``) or ``"none"`` (no start).
         cas: ``[n_electrons, n_orbitals]``, the active space of ``"casci"`` and ``"cisd_cas"``
-            (and of ``"auto"`` when given), around the Fermi level in the energy-ordered orbitals.
+            (and of ``"auto"`` and ``"sci"`` when given), around the Fermi level in the
+            energy-ordered orbitals; a given window that does not fit the molecule is an error
+            before the start begins, whether or not ``"auto"`` would have used it.
         hf_target: the ``p(HF)`` target of ``mode = "hf"``.
         steps: at most this many Adam steps of the amplitude fit (of a CI target; ``"hf"`` takes
             up to 500 steps at 0.01, :func:`nnqs.training.fit.fit_hf`).
@@ -93,8 +95,8 @@ class StartSettings:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(repr(m) for m in MODES)}, got {self.mode!r}")
-        if self.mode in ("casci", "cisd_cas") and (
-                len(self.cas) != 2 or not all(type(x) is int and x >= 1 for x in self.cas)):
+        malformed = len(self.cas) != 2 or not all(type(x) is int and x >= 1 for x in self.cas)
+        if malformed and (self.cas or self.mode in ("casci", "cisd_cas")):
             raise ValueError(f"mode = {self.mode!r} needs cas = [n_electrons, n_orbitals] "
                              f"(two positive integers), got {list(self.cas)}")
         if not 0 <= self.hf_target < 1 or not 0 <= self.min_fidelity < 1:

@@ -126,6 +126,8 @@ def test_hf_and_none_modes_need_no_ci_target():
     ({"mode": "bogus"}, "mode must be one of"),
     ({"mode": "casci"}, "needs cas"),
     ({"mode": "cisd_cas", "cas": [4]}, "needs cas"),
+    ({"mode": "sci", "cas": [6]}, "needs cas"),   # a given window is checked in every mode
+    ({"mode": "auto", "cas": [0, 4]}, "needs cas"),
     ({"min_fidelity": 1.0}, "min_fidelity"),
     ({"tail": -1}, "must be >= 0"),
     ({"phase_lr": 0.0}, "phase_lr"),
@@ -133,3 +135,14 @@ def test_hf_and_none_modes_need_no_ci_target():
 def test_bad_settings_are_refused(changes, needle):
     with pytest.raises(ValueError, match=needle):
         StartSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()})
+
+
+def test_a_window_that_does_not_fit_is_refused_before_any_work():
+    """check(H) raises for a given CAS that does not fit, in the modes that use one (auto and
+    sci too, whether or not HF's weight would have sent them to CISD), and not in the others."""
+    H = from_pyscf("H 0 0 0; H 0 0 0.74", "sto-3g")
+    for mode in ("auto", "sci", "casci", "cisd_cas"):
+        with pytest.raises(ValueError, match=r"cas: CAS\(4, 2\) does not fit"):
+            Start(StartSettings(mode=mode, cas=(4, 2))).check(H)
+    Start(StartSettings(mode="cisd", cas=(4, 2))).check(H)
+    Start(StartSettings(mode="casci", cas=(2, 2))).check(H)
