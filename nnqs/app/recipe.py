@@ -30,9 +30,9 @@ unique samples would need ~25 GiB). Below it the large recipe keeps the update (
 minSR on a few hundred to two thousand unique samples) and the sampler. Both keep the capacity
 (d_model 32: on H2O / 6-31G it ended 1.60 mHa above FCI after 1400 steps against d_model 64's
 1.73 after 700 in more time; a 3 x 256 phase network ended at 3.34 against 2 x 128's 1.60)
-and the selected-CI start (its 1000 amplitude steps: 300 left the first steps ~6x further above). The final energy is the truncated estimate with its
-error bar, beside the sample-space energy of the evaluation's unique samples, both in
-``result.json``.
+and the selected-CI start (its 1000 amplitude steps: 300 left the first steps ~6x further
+above). The final energy is the truncated estimate with its error bar, beside the sample-space
+energy of the evaluation's unique samples, both in ``result.json``.
 """
 
 from __future__ import annotations
