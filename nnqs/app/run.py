@@ -253,7 +253,7 @@ class _Progress:
         self.seconds, self.steps = self.seconds + record.seconds, self.steps + 1
         if self.log_every and (trainer.step % self.log_every == 0 or trainer.step == self.target):
             progress_log.info("step %d/%d: E = %.8f +- %.1e Ha, %d unique samples, %.2f s per step", trainer.step,
-                     self.bar.total, record.energy, record.stderr, record.n_unique, self.seconds / self.steps)
+                              self.bar.total, record.energy, record.stderr, record.n_unique, self.seconds / self.steps)
             self.seconds, self.steps = 0.0, 0
         postfix = {"E": f"{record.energy:.6f}", "unique": record.n_unique,
                    "samples/s": f"{record.n_samples / max(record.seconds, 1e-9):.3g}"}
