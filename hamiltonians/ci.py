@@ -31,8 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from hamiltonians.determinants import (enumerate_determinants, aufbau_occupation, lookup_keys, occupations_in_order,
-                                      pack_occupations, unique_keys, unpack_keys)
+from hamiltonians.determinants import enumerate_determinants, aufbau_occupation, occupations_in_order, unpack_keys
 from hamiltonians.exact import hamiltonian_matrix, lowest_eigenpair
 
 
@@ -141,20 +140,14 @@ def pt2_selection(H, state: CIState, n_new: int, *, parents: int = 1024) -> torc
     second-order energies ``|<x'|H|psi>|^2 / (H_{x'x'} - E)``, uint8 ``[<= n_new, 2N]``.
 
     ``<x'|H|psi>`` is summed over the ``parents`` largest-``|c|`` determinants of the state only
-    (bounding the work at ``parents`` times the connections per determinant).
+    (bounding the work at ``parents`` times the connections per determinant), by
+    :func:`hamiltonians.subspace.outside_sums`.
     """
+    from hamiltonians.subspace import outside_sums  # compiled (Numba): imported where used
+
     top = torch.argsort(state.coefficients.abs(), descending=True)[:parents]
-    dets, coef = state.dets[top], state.coefficients[top]
-    keys, amps = [], []
-    for _, k, values, rows in H.connected_keys(dets):
-        keys.append(k.cpu())
-        amps.append(values.to(torch.float64).cpu() * coef[rows.cpu()])
-    keys, amps = torch.cat(keys), torch.cat(amps)
-    unique, inverse = unique_keys(keys)
-    numerator = torch.zeros(unique.shape[0], dtype=torch.float64).index_add_(0, inverse, amps)
-    known = unique_keys(pack_occupations(state.dets.to(torch.int64)))[0]
-    outside = lookup_keys(known, unique) < 0
-    unique, numerator = unique[outside], numerator[outside]
+    unique, numerator = outside_sums(H, state.dets, state.coefficients[top], parents=top).result()
+    numerator = torch.from_numpy(numerator[:, 0].copy())
     occ = unpack_keys(unique, H.n_spin_orbitals)
     gap = (H.diagonal(occ).to(torch.float64).cpu() - state.energy).clamp(min=1e-6)
     pt2 = numerator.square() / gap
