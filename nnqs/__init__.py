@@ -14,5 +14,18 @@ of the project); each imports only those before it (docs/design.md §2):
 from nnqs import wavefunction
 from nnqs.wavefunction import *  # noqa: F401,F403  (the wavefunction's public names)
 
-__all__ = list(wavefunction.__all__)
+__all__ = list(wavefunction.__all__) + ["run"]
 __version__ = "0.1.0"
+
+
+def run(config, out, **options) -> dict:
+    """A run as ``nnqs run`` does it: ``config`` a :class:`nnqs.app.runconfig.RunConfig` or its
+    tables as a dict (``{"molecule": {...}, "optim": {...}}``, the TOML's keys), into the folder
+    ``out``; ``options`` are :func:`nnqs.app.run.run`'s (``resume``, ``overwrite``, ``stop_after``,
+    ``progress``, ...). Returns the result (``result.json``'s fields)."""
+    from nnqs.app.run import run as run_config
+    from nnqs.app.runconfig import RunConfig, config_from_dict
+
+    if not isinstance(config, RunConfig):
+        config = config_from_dict(config)
+    return run_config(config, out, **options)

@@ -52,7 +52,7 @@ from nnqs.parallel import LOCAL  # noqa: E402
 from nnqs.parallel.local import run_local  # noqa: E402
 from nnqs.training.settings import SamplerConfig  # noqa: E402
 from nnqs.training.start import Start  # noqa: E402
-from nnqs.training.trainer import Trainer  # noqa: E402
+from nnqs.training.driver import VMC, build_vmc  # noqa: E402
 
 logger = logging.getLogger("bench_distributed")
 HERE = EXPERIMENTS
@@ -68,7 +68,7 @@ def time_points(comm, system, points: list[dict], warmup: int, steps: int) -> li
         model = build_model(point["model_config"], system)
         model.load_state_dict(point["weights"])
         sampler = SamplerConfig(n_samples=point["n_samples"], unique_window=())   # the calibrated, fixed n_samples
-        trainer = Trainer(model, system.hamiltonian, point["optim"], sampler, point["local_energy"], seed=1,
+        trainer = build_vmc(model, system.hamiltonian, point["optim"], sampler, point["local_energy"], seed=1,
                           comm=comm)
         before = copy.deepcopy(trainer.state_dict())
         records = []

@@ -44,7 +44,7 @@ from nnqs.training.estimators import evaluate_local_energies  # noqa: E402
 from nnqs.training.memory import plan_memory  # noqa: E402
 from nnqs.training.settings import SamplerConfig  # noqa: E402
 from nnqs.training.start import Start  # noqa: E402
-from nnqs.training.trainer import Trainer  # noqa: E402
+from nnqs.training.driver import VMC, build_vmc  # noqa: E402
 from samplers import bas  # noqa: E402
 
 logger = logging.getLogger("bench_vmc_step")
@@ -151,7 +151,7 @@ def main(argv=None) -> dict:
                     "would take %.0f s by full passes, %.0f s from the KV cache", r["eps"], r["kept_fraction"],
                     r["n_connected"], r["n_outside_unique"], r["kernel_seconds"],
                     r["projected_amplitude_seconds"]["full"], r["projected_amplitude_seconds"]["cache"])
-    trainer = Trainer(model, H, optim, SamplerConfig(n_samples=n_samples, unique_window=(), weights=args.weights or config.sampler.weights), local_energy,
+    trainer = build_vmc(model, H, optim, SamplerConfig(n_samples=n_samples, unique_window=(), weights=args.weights or config.sampler.weights), local_energy,
                       seed=args.seed)
     steps = []
     for _ in range(args.steps):
@@ -164,7 +164,7 @@ def main(argv=None) -> dict:
                     "U=%d, kept %.4f", record.step, record.seconds, record.sample_seconds, row["connection_seconds"],
                     record.amplitude_seconds, record.n_amplitudes, record.update_seconds, record.n_unique,
                     record.kept_fraction)
-    batch = trainer.sample(trainer.n_samples)
+    batch = trainer.state.sample()
     with torch.no_grad():
         log_psi = model.log_psi(batch.tokens)
     amplitudes = {}

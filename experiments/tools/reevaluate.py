@@ -28,7 +28,7 @@ from experiments.common import save_results  # noqa: E402
 from nnqs.app.runconfig import config_from_dict  # noqa: E402
 from nnqs.app.trained import load_trained  # noqa: E402
 from nnqs.training.evaluation import final_evaluation  # noqa: E402
-from nnqs.training.trainer import Trainer  # noqa: E402
+from nnqs.training.driver import VMC, build_vmc  # noqa: E402
 
 log = logging.getLogger("reevaluate")
 
@@ -41,7 +41,7 @@ def reevaluate(run_dir: str | Path, samples: int = 0) -> dict:
     state = trained.checkpoint
     config = config_from_dict(state["config"])
     H = trained.system.hamiltonian
-    trainer = Trainer(trained.model, H, config.optim, config.sampler, config.local_energy, seed=config.run.seed)
+    trainer = build_vmc(trained.model, H, config.optim, config.sampler, config.local_energy, seed=config.run.seed)
     trainer.load_state_dict(state["trainer"])
     evaluation = final_evaluation(trainer, trained.system.hf_tokens, samples or None).to_dict()
     result_path = run_dir / "result.json"

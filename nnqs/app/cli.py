@@ -240,7 +240,7 @@ def _run(args: argparse.Namespace) -> int:
         # The start (which CI state, its size and energy, the fit's progress) can take minutes
         # before the first step: say what it is doing. Without a progress bar (a log file, a
         # batch job, --no-progress) the run also logs a line per checkpoint interval.
-        names = ("nnqs.training.start", "nnqs.training.fit") + (() if progress else ("nnqs.app.run.progress",))
+        names = ("nnqs.training.start", "nnqs.training.fit", "nnqs.training.subspace") + (() if progress else ("nnqs.app.run.progress",))
         with _info_from(names if comm.is_main else ()):
             result = run(config, out, resume=args.resume, overwrite=args.overwrite, extend=args.extend,
                          stop_after=args.stop_after, progress=progress, comm=comm)
@@ -321,6 +321,14 @@ def _summary(result: dict, out: str) -> str:
         lines.append(f"  error vs FCI: {result['error_vs_fci_mha']:.3f} mHa ({ok} chemical accuracy)")
     elif result.get("error_vs_dmrg_mha") is not None:
         lines.append(f"  error vs {dmrg_label(result.get('dmrg'))}: {result['error_vs_dmrg_mha']:.3f} mHa")
+    if result.get("energy_subspace") is not None:
+        ref = next((k for k in ("fci", "dmrg") if result.get(f"subspace_error_vs_{k}_mha") is not None), None)
+        against = lambda name: f" ({result[f'{name}_error_vs_{ref}_mha']:+.3f} mHa vs {ref.upper()})" if ref else ""
+        lines.append(f"  subspace energy (H diagonalised on {result['subspace_size']} determinants, variational): "
+                     f"{result['energy_subspace']:.8f} Ha{against('subspace')}")
+        if result.get("energy_pt2") is not None:
+            lines.append(f"  subspace + PT2 ({result['pt2_form']}): {result['energy_pt2']:.8f} "
+                         f"+- {result['energy_pt2_stderr']:.1e} Ha{against('pt2')}")
     start = f"start (CI solve and fit) {result['start_seconds']:.1f} s, " if "start_seconds" in result else ""
     evaluation = f" + {result['evaluation_seconds']:.1f} s final evaluation" if "evaluation_seconds" in result else ""
     lines.append(f"  {start}{result['steps']} steps in {result['wall_seconds']:.1f} s{evaluation} on "

@@ -79,9 +79,11 @@ def pending(refs: dict, n_determinants: int, *, dmrg: bool = True,
     return [m for m in slow if refs.get(m) is None]
 
 
-def reference_fields(refs: dict, energy: float | None, exact: float | None) -> dict:
+def reference_fields(refs: dict, energy: float | None, exact: float | None, *, subspace: float | None = None,
+                     pt2: float | None = None) -> dict:
     """The fields of ``result.json`` that depend on the references: the energies, the final
-    energy's errors against them (mHa) and the DMRG's details."""
+    energy's errors against them (mHa), those of the subspace energy and of subspace + PT2
+    (``subspace_error_vs_*``, ``pt2_error_vs_*``) when given, and the DMRG's details."""
 
     def error(reference: float | None, value: float | None = energy) -> float | None:
         return None if reference is None or value is None else 1e3 * (value - reference)
@@ -94,4 +96,7 @@ def reference_fields(refs: dict, energy: float | None, exact: float | None) -> d
         "error_vs_ccsd_t_mha": error(energies["ccsd_t"]),
         "error_vs_dmrg_mha": error(energies["dmrg"]),
         "dmrg": refs.get("details", {}).get("dmrg"),
+        **{f"{name}_error_vs_{key}_mha": error(energies[key], value)
+           for name, value in (("subspace", subspace), ("pt2", pt2)) if value is not None
+           for key in ("fci", "ccsd_t", "dmrg")},
     }

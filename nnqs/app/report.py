@@ -9,10 +9,21 @@ from pathlib import Path
 
 from hamiltonians.dmrg import dmrg_label
 from nnqs.app.io import atomic_write
-from nnqs.training.trainer import StepRecord
+from nnqs.training.driver import StepRecord
 
 CHEMICAL_ACCURACY_HA = 1.6e-3
 METRIC_FIELDS = [f.name for f in fields(StepRecord)] + ["error_vs_fci_mha"]
+
+
+def write_csv(path: str | Path, names: list[str], rows: list[dict]) -> None:
+    """``rows`` under the header ``names`` as ``path``, written atomically."""
+    def write(tmp: str) -> None:
+        with open(tmp, "w", newline="") as f:
+            writer = csv.DictWriter(f, names)
+            writer.writeheader()
+            writer.writerows(rows)
+
+    atomic_write(path, write)
 
 
 class MetricsLog:
@@ -57,13 +68,7 @@ class MetricsLog:
         return log
 
     def _rewrite(self) -> None:
-        def write(tmp: str) -> None:
-            with open(tmp, "w", newline="") as f:
-                writer = csv.DictWriter(f, METRIC_FIELDS)
-                writer.writeheader()
-                writer.writerows(self.rows)
-
-        atomic_write(self.path, write)
+        write_csv(self.path, METRIC_FIELDS, self.rows)
 
     def energies(self) -> tuple[list[int], list[float]]:
         return [int(r["step"]) for r in self.rows], [float(r["energy"]) for r in self.rows]

@@ -1,9 +1,9 @@
 """``nnqs run``: a VMC run end to end, with outputs per docs/design.md §7.
 
 Composes the layers below: the system (:mod:`nnqs.app.system`), the network, the start
-(:class:`nnqs.training.start.Start`), the trainer and its run loop (:mod:`nnqs.training.driver`)
-and the final evaluation (:mod:`nnqs.training.evaluation`); this module holds no training
-logic, only what a run reads and writes. Into the output folder: ``hamiltonian.fcidump`` (the
+(:class:`nnqs.training.start.Start`), the variational state and the VMC driver
+(:mod:`nnqs.training.state`, :mod:`nnqs.training.driver`), the callbacks (:mod:`nnqs.app.callbacks`)
+and the final evaluation (:mod:`nnqs.training.evaluation`); this module holds no training logic, only what a run reads and writes. Into the output folder: ``hamiltonian.fcidump`` (the
 integrals trained on), ``provenance.json`` (the code and config of each session of the run),
 ``metrics.csv`` (one row per step), ``checkpoint.pt`` (atomic; ``--resume`` continues from it
 exactly), ``convergence.png`` and ``result.json``.
@@ -22,8 +22,9 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from nnqs.app.callbacks import Checkpoints, CycleLog, Progress
 from nnqs.app.folder import claim_run_folder
-from nnqs.app.io import load_checkpoint, save_checkpoint, write_json
+from nnqs.app.io import load_checkpoint, write_json
 from nnqs.app.provenance import provenance
 from nnqs.app.report import MetricsLog, write_result
 from nnqs.app.recipe import apply_recipe
@@ -33,16 +34,15 @@ from nnqs.app.signals import SignalStop, StopNow
 from nnqs.app.system import System, build_model, complete_references, run_system
 from nnqs.parallel.comm import LOCAL, Communicator
 from nnqs.training.convergence import variance_extrapolation
-from nnqs.training.driver import StopOnPlateau, run_steps
+from nnqs.training.callbacks import StopOnPlateau
+from nnqs.training.driver import build_vmc
 from nnqs.training.evaluation import final_evaluation, p_hf
 from nnqs.training.memory import available_memory, check_memory, gib, plan_memory
 from nnqs.training.settings import last_regime_start
 from nnqs.training.start import Start
-from nnqs.training.trainer import Trainer
+from nnqs.training.subspace import SubspaceDriver, final_subspace, pool_dict, pool_from_dict, subspace_ground_state
 
 log = logging.getLogger(__name__)
-#: The per-interval step lines of a run without a progress bar (the CLI shows them off a terminal).
-progress_log = logging.getLogger(f"{__name__}.progress")
 
 
 def run(
@@ -64,7 +64,7 @@ def run(
     rank calls this: rank 0 alone claims the folder, builds the system (PySCF, references),
     fits the start, reads and writes checkpoints, metrics, plots and ``result.json``, and hands
     what the others need over collectives; each step's sampling, local energies and update are
-    split over the ranks (:class:`nnqs.training.trainer.Trainer`). An error on rank 0 before the
+    split over the ranks (:class:`nnqs.training.state.VariationalState`). An error on rank 0 before the
     first step is raised on every rank; one later (a checkpoint that cannot be written) ends rank
     0, and the others stop with :class:`nnqs.parallel.RankLostError`.
 
@@ -153,7 +153,7 @@ def _fit_start(model, config: RunConfig, system: System, H, initial_model: dict 
         start.kernel(model, H, hf_occupation=system.hf_occupation, order=system.order, fresh_model=fresh_model)
     except ValueError as error:  # a CAS window that does not fit the molecule
         raise ConfigError(f"[start] {error}") from None
-    return {k: v.cpu() for k, v in model.state_dict().items()}, start.summary()
+    return {k: v.cpu() for k, v in model.state_dict().items()}, start.summary(), start.target
 
 
 def _check_memory(config: RunConfig, model, H, *, fits: bool) -> None:
@@ -213,56 +213,6 @@ class _Clock:
                 "cpu_seconds": self.cpu_before + time.process_time() - self.cpu_began}
 
 
-class _Checkpoints:
-    """A callback: a checkpoint after every ``checkpoint_every`` steps, once ``checkpoint_seconds``
-    passed since the last, and at the loop's last step (rank 0 writes)."""
-
-    def __init__(self, path: Path, config: RunConfig, target: int, payload, comm: Communicator,
-                 metrics: MetricsLog | None = None) -> None:
-        self.path, self.config, self.target, self.payload, self.comm = path, config, target, payload, comm
-        self.metrics = metrics
-        self.last = time.perf_counter()
-
-    def save(self, trainer: Trainer) -> None:
-        if self.comm.is_main:
-            if self.metrics is not None:
-                self.metrics.sync()  # the rows before the checkpoint are on the disk first
-            save_checkpoint(self.path, {"trainer": trainer.state_dict(), "config": self.config.to_dict(),
-                                        **self.payload()})
-        self.last = time.perf_counter()
-
-    def __call__(self, trainer: Trainer, record) -> None:
-        run = self.config.run
-        due = time.perf_counter() - self.last >= run.checkpoint_seconds
-        if trainer.step % run.checkpoint_every == 0 or trainer.step == self.target or due:
-            self.save(trainer)
-
-
-class _Progress:
-    """A callback on rank 0: the step's row in ``metrics.csv`` and the progress bar; with
-    ``log_every`` (a run without a bar: a log file, a batch job) also a log line every that many
-    steps and at the ``target`` step (the last, or ``stop_after``'s), with the mean seconds per
-    step since the previous line (a stop on a plateau or a signal ends without one)."""
-
-    def __init__(self, metrics: MetricsLog, bar, target: int, log_every: int = 0) -> None:
-        self.metrics, self.bar, self.target, self.log_every = metrics, bar, target, log_every
-        self.seconds, self.steps = 0.0, 0
-
-    def __call__(self, trainer: Trainer, record) -> None:
-        row = self.metrics.append(record)
-        self.seconds, self.steps = self.seconds + record.seconds, self.steps + 1
-        if self.log_every and (trainer.step % self.log_every == 0 or trainer.step == self.target):
-            progress_log.info("step %d/%d: E = %.8f +- %.1e Ha, %d unique samples, %.2f s per step", trainer.step,
-                              self.bar.total, record.energy, record.stderr, record.n_unique, self.seconds / self.steps)
-            self.seconds, self.steps = 0.0, 0
-        postfix = {"E": f"{record.energy:.6f}", "unique": record.n_unique,
-                   "samples/s": f"{record.n_samples / max(record.seconds, 1e-9):.3g}"}
-        if row["error_vs_fci_mha"] != "":
-            postfix["dE_fci(mHa)"] = f"{row['error_vs_fci_mha']:.3f}"
-        self.bar.set_postfix(postfix)
-        self.bar.update(1)
-
-
 def _write_provenance(path: Path, config: RunConfig, step: int, resume: bool) -> None:
     """``provenance.json``: one entry per session of the run (a fresh run starts the list, a
     resume adds to it): the code (version, commit, dirty), the time, the first step and the
@@ -289,58 +239,82 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     config, recipe = apply_recipe(config, H.n_determinants, 2 * H.n_orbitals, checkpoint=state)
     model = build_model(config.model, system).to(config.run.device)
     _check_memory(config, model, H, fits=not resume and config.start.mode not in ("none", "hf"))
-    trainer = Trainer(model, H, config.optim, config.sampler, config.local_energy, seed=config.run.seed, comm=comm)
+    driver = build_vmc(model, H, config.optim, config.sampler, config.local_energy, seed=config.run.seed, comm=comm)
     clock = _Clock(state)
 
     if resume:
         try:
-            trainer.load_state_dict(state["trainer"])
+            driver.load_state_dict(state["trainer"])
         except (RuntimeError, KeyError, ValueError) as error:
             first = str(error).strip().splitlines()[0]
             raise ConfigError(f"--resume: {ckpt_path} does not match this config ({first})") from None
         start_p_hf, start_summary = float(state["p_hf"]), state.get("start")
-        log.info("resumed from %s at step %d", ckpt_path, trainer.step)
+        pool = pool_from_dict(state["subspace"]) if state.get("subspace") else None
+        log.info("resumed from %s at step %d", ckpt_path, driver.step)
     else:
-        weights, start_summary = comm.run_on_main(lambda: _fit_start(model, config, system, H, initial_model))
-        trainer.start_from(weights)
+        weights, start_summary, pool = comm.run_on_main(lambda: _fit_start(model, config, system, H, initial_model))
+        driver.start_from(weights)
         clock.start_seconds = time.perf_counter() - clock.began
         start_p_hf = p_hf(model, system.hf_tokens)
+        if config.subspace.cycles:
+            pool = _subspace_loop(config, H, driver, pool, system, out, comm)
 
     def open_outputs() -> MetricsLog:
-        _write_provenance(out / "provenance.json", config, trainer.step, resume)
-        return MetricsLog(out / "metrics.csv", system.references.get("fci"), resume_step=trainer.step if resume else None)
+        _write_provenance(out / "provenance.json", config, driver.step, resume)
+        return MetricsLog(out / "metrics.csv", system.references.get("fci"), resume_step=driver.step if resume else None)
 
     metrics = _on_main(comm, open_outputs)   # an error opening them stops every rank
     target = config.optim.steps if stop_after is None else min(stop_after, config.optim.steps)
-    checkpoints = _Checkpoints(ckpt_path, config, target, comm=comm, metrics=metrics, payload=lambda: {
-        "p_hf": start_p_hf, "start": start_summary, "recipe": recipe, **clock.times()})
+    checkpoints = Checkpoints(ckpt_path, every=config.run.checkpoint_every, seconds=config.run.checkpoint_seconds,
+                              target=target, comm=comm, metrics=metrics, payload=lambda: {
+                                  "config": config.to_dict(), "p_hf": start_p_hf, "start": start_summary,
+                                  "recipe": recipe, "subspace": pool_dict(pool) if pool is not None else None,
+                                  **clock.times()})
     stop = StopOnPlateau(config.stop, last_regime_start(config.optim, config.local_energy), comm=comm,
                          energies=metrics.column("energy") if metrics else (),
                          stderrs=metrics.column("stderr") if metrics else ())
-    bar = tqdm(total=config.optim.steps, initial=trainer.step, disable=not progress, desc=config.molecule.name,
+    bar = tqdm(total=config.optim.steps, initial=driver.step, disable=not progress, desc=config.molecule.name,
                dynamic_ncols=True)
     log_every = 0 if progress else config.run.checkpoint_every
-    callbacks = ([_Progress(metrics, bar, target, log_every)] if comm.is_main else []) + [checkpoints, stop, signals]
+    callbacks = ([Progress(metrics, bar, target, log_every)] if comm.is_main else []) + [checkpoints, stop, signals]
     clock.training()
     with signals.loop():
-        converged = run_steps(trainer, target, callbacks)
+        converged = driver.run(target, callbacks)
     bar.close()
     if signals.received is not None:
-        checkpoints.save(trainer)
-        return {"stopped_at": trainer.step, "signal": signals.name}
-    if trainer.step < config.optim.steps and not converged:
-        return {"stopped_at": trainer.step}
-    checkpoints.save(trainer)
+        checkpoints.save(driver)
+        return {"stopped_at": driver.step, "signal": signals.name}
+    if driver.step < config.optim.steps and not converged:
+        return {"stopped_at": driver.step}
+    checkpoints.save(driver)
 
     wall = clock.wall()  # the training's; the evaluation has its own seconds
-    evaluation = final_evaluation(trainer, system.hf_tokens)
-    result = _result(config, system, trainer, evaluation.to_dict(), start_summary, start_p_hf, comm)
+    evaluation = final_evaluation(driver, system.hf_tokens)
+    subspace = final_subspace(H, driver.state, pool, config.subspace, seed=config.run.seed) \
+        if comm.world_size == 1 else {}
+    result = _result(config, system, driver, {**evaluation.to_dict(), **subspace}, start_summary, start_p_hf, comm)
     result.update({**clock.times(), "recipe": recipe, "stopped_early": converged, "wall_seconds": wall})
     if comm.is_main:
         result["variance_extrapolation"] = variance_extrapolation(metrics.column("energy"), metrics.column("variance"))
-        write_result(out, config, result, metrics, trainer.step)
-        result = _finish_references(out, config, system, result, metrics, trainer.step)
+        write_result(out, config, result, metrics, driver.step)
+        result = _finish_references(out, config, system, result, metrics, driver.step)
     return result
+
+
+def _subspace_loop(config: RunConfig, H, driver, pool, system: System, out: Path, comm: Communicator):
+    """The subspace loop (:class:`nnqs.training.subspace.SubspaceDriver`) after the start, its
+    cycles written to ``subspace.csv``; the network it fitted becomes VMC's start. Returns the
+    best pool. One process only (its diagonalisations are not split)."""
+    if comm.world_size > 1:
+        raise ConfigError("[subspace] cycles runs on one process (its diagonalisation is not split over ranks)")
+    if pool is None:
+        hf = system.hf_occupation.to(torch.uint8).cpu()[None]
+        pool = subspace_ground_state(H, hf)
+    loop = SubspaceDriver(H, driver.state, config.subspace, pool)
+    cycles = CycleLog(out / "subspace.csv")
+    loop.run(config.subspace.cycles, [cycles])
+    driver.guard.mark_good()   # the fitted network is VMC's start
+    return loop.best
 
 
 def _finish_references(out: Path, config: RunConfig, system: System, result: dict, metrics: MetricsLog,
@@ -360,22 +334,24 @@ def _finish_references(out: Path, config: RunConfig, system: System, result: dic
     if not added:
         return result
     result = {**result, **reference_fields(completed.references, result["energy"],
-                                           result["energy_exact_variational"])}
+                                           result["energy_exact_variational"], subspace=result.get("energy_subspace"),
+                                           pt2=result.get("energy_pt2"))}
     write_result(out, config, result, metrics, step)
     log.info("%s: the slow references merged (%s)", out / "result.json", added)
     return result
 
 
-def _result(config: RunConfig, system: System, trainer: Trainer, evaluation: dict,
+def _result(config: RunConfig, system: System, driver, evaluation: dict,
             start: dict | None, start_p_hf: float, comm: Communicator) -> dict:
     """``result.json``: the final evaluation, its errors against the references, the system,
     the start, where it ran, the provenance of the code and the effective config."""
-    H = trainer.H
+    H = driver.H
     return {
         "molecule": config.molecule.name,
         **evaluation,
-        **reference_fields(system.references, evaluation["energy"], evaluation["energy_exact_variational"]),
-        "steps": trainer.step,
+        **reference_fields(system.references, evaluation["energy"], evaluation["energy_exact_variational"],
+                           subspace=evaluation.get("energy_subspace"), pt2=evaluation.get("energy_pt2")),
+        "steps": driver.step,
         "n_orbitals": H.n_orbitals,
         "n_alpha": H.n_alpha,
         "n_beta": H.n_beta,
@@ -383,7 +359,7 @@ def _result(config: RunConfig, system: System, trainer: Trainer, evaluation: dic
         "orbital_order": system.order,
         "start": start,
         "p_hf_after_start": start_p_hf,
-        "device": str(trainer.model.device),
+        "device": str(driver.model.device),
         "threads": torch.get_num_threads(),
         "processes": comm.world_size,
         "provenance": provenance(),

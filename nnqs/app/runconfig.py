@@ -3,8 +3,8 @@
 A config file has one table per concept: ``[molecule]`` (:class:`MoleculeConfig`), ``[model]``
 (:class:`nnqs.wavefunction.config.ModelConfig`), ``[sampler]``, ``[local_energy]``, ``[optim]``
 and ``[stop]`` (:class:`nnqs.training.settings.SamplerConfig`, ``LocalEnergyConfig``,
-``OptimConfig``, ``StopConfig``), ``[start]`` (:class:`nnqs.training.start.StartSettings`) and
-``[run]`` (:class:`RunSettings`); every key is optional except the molecule's source. Unknown
+``OptimConfig``, ``StopConfig``), ``[start]`` (:class:`nnqs.training.start.StartSettings`),
+``[subspace]`` (:class:`nnqs.training.subspace.SubspaceConfig`) and ``[run]`` (:class:`RunSettings`); every key is optional except the molecule's source. Unknown
 tables or keys raise :class:`ConfigError` naming them, so a typo never passes silently, and a
 key that moved (:data:`MOVED`) names its new place::
 
@@ -34,6 +34,7 @@ else:  # pragma: no cover
 
 from nnqs.training.settings import LocalEnergyConfig, OptimConfig, SamplerConfig, StopConfig
 from nnqs.training.start import StartSettings
+from nnqs.training.subspace import SubspaceConfig
 from nnqs.wavefunction.config import ModelConfig
 
 
@@ -164,6 +165,7 @@ class RunConfig:
     local_energy: LocalEnergyConfig = field(default_factory=LocalEnergyConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     stop: StopConfig = field(default_factory=StopConfig)
+    subspace: SubspaceConfig = field(default_factory=SubspaceConfig)
     run: RunSettings = field(default_factory=RunSettings)
     given: frozenset | None = field(default=None, compare=False, repr=False)
 
@@ -193,6 +195,7 @@ _SECTIONS = {
     "local_energy": LocalEnergyConfig,
     "optim": OptimConfig,
     "stop": StopConfig,
+    "subspace": SubspaceConfig,
     "run": RunSettings,
 }
 

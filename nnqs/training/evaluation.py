@@ -10,7 +10,7 @@ import torch
 
 from nnqs.training.estimators import (estimate_energy, evaluate_local_energies, exact_variational_energy,
                                      sample_space_energy)
-from nnqs.training.trainer import Trainer
+from nnqs.training.driver import VMC
 
 #: Largest determinant space for which the exact variational energy is also computed.
 EXACT_ENERGY_MAX_DETERMINANTS = 200_000
@@ -56,25 +56,27 @@ class FinalEvaluation:
         return asdict(self)
 
 
-def final_evaluation(trainer: Trainer, hf_tokens: torch.Tensor, n_samples: int | None = None) -> FinalEvaluation:
-    """Evaluate ``trainer``'s network on ``n_samples`` fresh draws from its random stream (default
-    ``[sampler] eval_samples``, or 10 x the last step's ``n_samples`` when that is 0) with the
-    fine local energies; with several ranks every rank calls it and gets the same numbers."""
+def final_evaluation(driver: VMC, hf_tokens: torch.Tensor, n_samples: int | None = None) -> FinalEvaluation:
+    """Evaluate the network of ``driver`` (its ``state`` and ``H``) on ``n_samples`` fresh draws
+    from the state's random stream (default ``[sampler] eval_samples``, or 10 x the last step's
+    ``n_samples`` when that is 0) with the fine local energies; with several ranks every rank
+    calls it and gets the same numbers."""
     started = time.perf_counter()
-    n_samples = n_samples or trainer.sampler_cfg.eval_samples or 10 * trainer.n_samples
-    model, H, comm = trainer.model, trainer.H, trainer.comm
-    mode, threshold = trainer.local_energy_cfg.fine
+    state, H = driver.state, driver.H
+    n_samples = n_samples or state.sampler_cfg.eval_samples or 10 * state.n_samples
+    model, comm = state.model, state.comm
+    mode, threshold = state.local_energy_cfg.fine
     model.eval()
-    batch = trainer.sample(n_samples)
+    batch = state.sample(n_samples)
     with torch.no_grad():   # counts: the unbiased estimate, whatever weights the steps used
-        evaluation = trainer.evaluate(batch, mode, threshold, weights="counts")
+        evaluation = state.expect(H, batch, mode, threshold, weights="counts")
     est = evaluation.estimate
     n_unique = sum(comm.sizes(batch.n_unique))
     bias = None
     if mode == "truncated" and n_unique * H.n_excitations <= BIAS_CHECK_MAX_EXCITATIONS:
         with torch.no_grad():
             exact_mode = evaluate_local_energies(model, H, batch.tokens, evaluation.log_psi, "exact",
-                                                 amplitudes=trainer.local_energy_cfg.amplitudes, comm=comm)
+                                                 amplitudes=state.local_energy_cfg.amplitudes, comm=comm)
         bias = 1e3 * (est.energy - estimate_energy(exact_mode.e_loc, evaluation.weights, batch.n_samples, comm).energy)
     exact = None
     if H.n_determinants <= EXACT_ENERGY_MAX_DETERMINANTS:

@@ -130,7 +130,7 @@ class LocalEnergyConfig:
         return self.fine
 
 
-#: The update rules (:data:`nnqs.training.trainer.PRECONDITIONERS`).
+#: The update rules (:func:`nnqs.training.preconditioners.preconditioners`).
 METHODS = ("adamw", "minsr", "sr_top")
 
 

@@ -67,7 +67,7 @@ def test_every_output_is_written_durably(tmp_path, calls, monkeypatch):
     from hamiltonians import reference_energies
     from nnqs.app.io import save_checkpoint, write_json
     from nnqs.app.report import MetricsLog
-    from nnqs.training.trainer import StepRecord
+    from nnqs.training.driver import StepRecord
 
     H = from_pyscf("H 0 0 0; H 0 0 0.7414", "sto-3g")
     write_fcidump(H, tmp_path / "h2.fcidump")

@@ -63,8 +63,10 @@ def test_resume_refuses_another_molecule_or_schedule_and_changes_nothing(tmp_pat
 
 def test_checkpoints_follow_wall_time_as_well_as_steps(tmp_path, monkeypatch):
     saved = []
-    original = run_module.save_checkpoint
-    monkeypatch.setattr(run_module, "save_checkpoint", lambda path, state: (saved.append(state["trainer"]["step"]),
+    from nnqs.app import callbacks
+
+    original = callbacks.save_checkpoint
+    monkeypatch.setattr(callbacks, "save_checkpoint", lambda path, state: (saved.append(state["trainer"]["step"]),
                                                                              original(path, state)))
     config = tiny(steps=5).replace("run", checkpoint_every=1000, checkpoint_seconds=1e-9)
     run(config, tmp_path / "a", progress=False)

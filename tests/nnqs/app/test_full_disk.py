@@ -118,7 +118,7 @@ def test_an_injected_enospc_names_the_file_and_keeps_the_checkpoint(tmp_path, mo
 
 def test_a_metrics_row_cut_short_is_dropped_on_resume(tmp_path):
     from nnqs.app.report import MetricsLog
-    from nnqs.training.trainer import StepRecord
+    from nnqs.training.driver import StepRecord
 
     log = MetricsLog(tmp_path / "metrics.csv", None)
     for step in range(3):

@@ -44,7 +44,7 @@ def test_a_moved_key_names_its_new_place(old):
 
 
 def test_one_table_per_concept():
-    tables = ["molecule", "model", "sampler", "start", "local_energy", "optim", "stop", "run"]
+    tables = ["molecule", "model", "sampler", "start", "local_energy", "optim", "stop", "subspace", "run"]
     assert list(RunConfig.__dataclass_fields__) == tables + ["given"]   # and what the source wrote
     assert list(config_from_dict({"molecule": H2}).to_dict()) == tables
     config = config_from_dict({"molecule": H2, "start": {"mode": "cisd", "phase_steps": 10},

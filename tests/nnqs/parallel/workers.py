@@ -4,7 +4,7 @@ spawned process can import them by name)."""
 import torch
 
 from nnqs.training.settings import LocalEnergyConfig, OptimConfig, SamplerConfig
-from nnqs.training.trainer import PRECONDITIONERS, Trainer
+from nnqs.training.driver import VMC, build_vmc
 from samplers import SampleBatch
 from tests.models import make_model
 from tests.systems import random_hamiltonian
@@ -13,12 +13,12 @@ SYSTEM = dict(n=5, n_alpha=2, n_beta=2)
 
 
 def make_trainer(comm, optim: OptimConfig, sampler: SamplerConfig | None = None,
-                 local_energy: LocalEnergyConfig | None = None, *, seed: int = 0) -> Trainer:
+                 local_energy: LocalEnergyConfig | None = None, *, seed: int = 0) -> VMC:
     """A float64 random network on a random 5-orbital Hamiltonian (the same on every rank)."""
     torch.set_num_threads(1)
     model = make_model(SYSTEM["n"], SYSTEM["n_alpha"], SYSTEM["n_beta"], seed=seed)
     H = random_hamiltonian(SYSTEM["n"], SYSTEM["n_alpha"], SYSTEM["n_beta"], seed=seed)
-    return Trainer(model, H, optim, sampler or SamplerConfig(n_samples=4000), local_energy, seed=seed, comm=comm)
+    return build_vmc(model, H, optim, sampler or SamplerConfig(n_samples=4000), local_energy, seed=seed, comm=comm)
 
 
 def share_of(batch: SampleBatch, rank: int, cut: int) -> SampleBatch:
@@ -37,8 +37,8 @@ def step_quantities(comm, batch: SampleBatch, cut: int, local_energy: LocalEnerg
     out = {}
     for method in ("adamw", "minsr", "sr_top"):
         trainer.model.zero_grad(set_to_none=True)
-        evaluation = trainer.evaluate(mine, *local_energy.fine)
-        PRECONDITIONERS[method](trainer, mine, evaluation)
+        evaluation = trainer.state.expect(trainer.H, mine, *local_energy.fine)
+        trainer.preconditioners[method](trainer.state, mine, evaluation).apply(trainer.model)
         out[method] = torch.cat([p.grad.flatten() for p in trainer.model.parameters()]).clone()
         out["energy"], out["variance"] = evaluation.estimate.energy, evaluation.estimate.variance
         out["e_loc"] = evaluation.e_loc.detach().clone()
@@ -62,7 +62,7 @@ def train_and_compare(comm, optim: OptimConfig, steps: int, local_energy: LocalE
 def sample_ranks(comm, n_samples: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
     """This rank's share of one sample drawn through the trainer (the shared top broadcast)."""
     trainer = make_trainer(comm, OptimConfig(steps=1), seed=seed)
-    batch = trainer.sample(n_samples)
+    batch = trainer.state.sample(n_samples)
     return batch.tokens, batch.counts, batch.log_prob, batch.stats
 
 

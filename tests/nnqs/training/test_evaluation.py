@@ -7,15 +7,15 @@ from hamiltonians.exact import ground_state_energy
 from nnqs.training.estimators import estimate_energy, evaluate_local_energies, exact_variational_energy
 from nnqs.training.evaluation import final_evaluation
 from nnqs.training.settings import LocalEnergyConfig, OptimConfig, SamplerConfig
-from nnqs.training.trainer import Trainer
+from nnqs.training.driver import VMC, build_vmc
 from tests.models import make_model
 from tests.systems import random_hamiltonian
 
 
-def trainer_for(mode: str, threshold: float, seed: int = 0, weights: str = "counts") -> Trainer:
+def trainer_for(mode: str, threshold: float, seed: int = 0, weights: str = "counts") -> VMC:
     H = random_hamiltonian(5, 2, 2, seed=3)     # 100 determinants, more than the draws reach
     model = make_model(5, 2, 2, seed=1)
-    return Trainer(model, H, OptimConfig(steps=1), SamplerConfig(n_samples=40, unique_window=(), weights=weights),
+    return build_vmc(model, H, OptimConfig(steps=1), SamplerConfig(n_samples=40, unique_window=(), weights=weights),
                    LocalEnergyConfig(mode=mode, threshold=threshold, coarse_steps=5), seed=seed)
 
 
@@ -26,7 +26,7 @@ def test_truncated_evaluation_reports_its_bias_and_the_exact_energy(weights):
     got = final_evaluation(trainer, hf, 40)
     # the same draws again, evaluated piece by piece
     again = trainer_for("truncated", 0.05)
-    batch = again.sample(40)
+    batch = again.state.sample(40)
     assert float((batch.weights - torch.softmax(batch.log_prob.double(), 0)).abs().max()) > 1e-3   # psi2 differs
     with torch.no_grad():
         log_psi = again.model.log_psi(batch.tokens)
@@ -52,7 +52,7 @@ def test_truncated_evaluation_reports_its_bias_and_the_exact_energy(weights):
 
 def test_the_evaluation_uses_the_fine_mode_even_inside_the_coarse_phase():
     trainer = trainer_for("exact", 0.0)
-    assert trainer.step < trainer.local_energy_cfg.coarse_steps
+    assert trainer.step < trainer.state.local_energy_cfg.coarse_steps
     got = final_evaluation(trainer, torch.tensor([[3, 3, 0, 0, 0]]))   # 10 x n_samples draws
     assert got.local_energy == "exact" and got.kept_fraction == 1.0 and got.truncation_bias_mha is None
     assert got.n_samples == 400

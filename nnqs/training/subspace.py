@@ -1,0 +1,298 @@
+"""The network's samples as a determinant space: diagonalise there, add PT2, and fit the network
+to that space's eigenvector (docs/design.md §6, "The subspace loop").
+
+A **pool** is a set of determinants with the ground state of ``H`` projected on it
+(:func:`hamiltonians.subspace.subspace_ground_state`), so its energy ``E_var`` is variational.
+:class:`SubspaceDriver` is a driver (:class:`nnqs.training.driver.Driver`) on the same
+:class:`~nnqs.training.state.VariationalState` as VMC; one cycle (``train_step``) is
+
+    sample the network -> merge its unique samples into the pool -> extend the pool by the
+    outside determinants with the largest ``|<a|H|psi_pool>|`` -> keep the ``pool`` largest
+    ``|c|`` -> diagonalise (warm start) -> fit the network to the eigenvector
+
+The first pool is the start's selected-CI space (``start_space``), and :attr:`best` keeps the
+lowest-energy pool seen, so the reported subspace energy is never above the start's. PT2 on the
+best pool (:func:`pool_pt2`) corrects for what the pool misses. :func:`subspace_energy` does the
+same diagonalisation for any trained network (no fit), e.g. after VMC.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from hamiltonians.ci import CIState
+from hamiltonians.determinants import lookup_keys, pack_occupations, unique_keys
+from nnqs.training.driver import Driver
+from nnqs.training.fit import fit_to_state
+from nnqs.training.state import VariationalState
+from nnqs.wavefunction.tokens import occupations_to_tokens, tokens_to_occupations
+
+if TYPE_CHECKING:
+    from hamiltonians.subspace import SubspaceState
+
+log = logging.getLogger(__name__)
+
+
+# The subspace and PT2 kernels are compiled (Numba): imported where used, so that importing the
+# run's settings stays light.
+def subspace_ground_state(H, dets, *, v0=None):
+    from hamiltonians.subspace import subspace_ground_state as ground_state
+
+    return ground_state(H, dets, v0=v0)
+
+
+@dataclass(frozen=True)
+class SubspaceConfig:
+    """The subspace loop and its PT2 (the run config's ``[subspace]`` table).
+
+    Attributes:
+        cycles: cycles of the loop before the VMC steps (0: no loop).
+        n_samples: draws from the network per cycle (BAS; the unique ones join the pool).
+        pool: most determinants in the pool; past it the largest ``|c|`` are kept.
+        extend: outside determinants added per cycle, those with the largest
+            ``|<a|H|psi_pool>|`` (0: none; the pool then grows only by the network's samples).
+        fit_steps, fit_lr, fit_determinants, fit_tail, phase_steps: the fit of the network to the
+            pool's eigenvector each cycle (:func:`nnqs.training.fit.fit_to_state`: amplitude
+            steps, their learning rate, the largest determinants per step, the tail drawn per
+            step, the phase steps before them); ``fit_steps = 0``: no fit.
+        pt2: the PT2 on the best pool at the end: ``"auto"`` (deterministic up to
+            ``pt2_exact_max`` determinants, else semistochastic), ``"deterministic"``,
+            ``"semistochastic"`` or ``"none"``.
+        pt2_exact_max: the largest pool ``"auto"`` sums deterministically.
+        pt2_deterministic, pt2_draws, pt2_batches: the semistochastic PT2's deterministic part
+            (largest ``|c|``), draws per batch and batches.
+        final_samples: draws from the trained network merged into the best pool at the end of
+            the run (its subspace energy, :func:`subspace_energy`); 0: none.
+    """
+
+    cycles: int = 0
+    n_samples: int = 100_000
+    pool: int = 50_000
+    extend: int = 5_000
+    fit_steps: int = 200
+    fit_lr: float = 3e-3
+    fit_determinants: int = 1024
+    fit_tail: int = 512
+    phase_steps: int = 300
+    pt2: str = "auto"
+    pt2_exact_max: int = 20_000
+    pt2_deterministic: int = 2_000
+    pt2_draws: int = 2_000
+    pt2_batches: int = 10
+    final_samples: int = 100_000
+
+    def __post_init__(self) -> None:
+        if min(self.cycles, self.extend, self.fit_steps, self.phase_steps, self.final_samples) < 0:
+            raise ValueError("cycles, extend, fit_steps, phase_steps and final_samples must be >= 0")
+        if self.n_samples < 1 or self.pool < 1 or self.fit_determinants < 1 or self.fit_tail < 0:
+            raise ValueError("n_samples, pool and fit_determinants must be >= 1 and fit_tail >= 0")
+        if self.pt2 not in ("auto", "deterministic", "semistochastic", "none"):
+            raise ValueError(f"pt2 must be 'auto', 'deterministic', 'semistochastic' or 'none', got {self.pt2!r}")
+        if self.pt2_draws < 2 or self.pt2_batches < 2 or self.pt2_deterministic < 0 or self.pt2_exact_max < 0:
+            raise ValueError("pt2_draws and pt2_batches must be >= 2, pt2_deterministic and pt2_exact_max >= 0")
+
+
+@dataclass
+class CycleRecord:
+    """One cycle of the loop, a row of ``subspace.csv``: ``energy`` (the pool's variational
+    energy), ``best_energy`` (the lowest so far), ``n_pool``, ``n_sampled`` (the network's unique
+    samples), ``n_new_sampled`` (of them, not in the pool before), ``n_extended`` (added by
+    connection), ``fidelity`` (of the network with the eigenvector after the fit), and the
+    seconds of the cycle and its parts."""
+
+    step: int
+    energy: float
+    best_energy: float
+    n_pool: int
+    n_sampled: int
+    n_new_sampled: int
+    n_extended: int
+    fidelity: float
+    seconds: float
+    sample_seconds: float
+    diagonalise_seconds: float
+    fit_seconds: float
+
+
+def _keys(dets: torch.Tensor) -> torch.Tensor:
+    return unique_keys(pack_occupations(dets.to(torch.uint8)))[0]
+
+
+def merge(pool: torch.Tensor, new: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """``pool`` (uint8 ``[D, 2N]``, kept first and in order) with the rows of ``new`` it lacks
+    appended; returns ``(merged, how many were new)``."""
+    if new.shape[0] == 0:
+        return pool, 0
+    new_keys, inverse = unique_keys(pack_occupations(new.to(torch.uint8)))
+    first = torch.full((new_keys.shape[0],), new.shape[0], dtype=torch.int64)
+    first.scatter_reduce_(0, inverse, torch.arange(new.shape[0]), reduce="amin")
+    outside = lookup_keys(_keys(pool), new_keys) < 0
+    added = new[torch.sort(first[outside]).values].to(torch.uint8)
+    return torch.cat((pool, added)), int(added.shape[0])
+
+
+def _truncate(H, state: SubspaceState, size: int) -> SubspaceState:
+    """The ground state on the ``size`` largest-``|c|`` determinants of ``state`` (warm start)."""
+    if state.dets.shape[0] <= size:
+        return state
+    keep = torch.sort(torch.argsort(state.coefficients.abs(), descending=True)[:size]).values
+    return subspace_ground_state(H, state.dets[keep], v0=state.coefficients[keep])
+
+
+class SubspaceDriver(Driver):
+    """The subspace loop on ``state`` (see the module docstring).
+
+    Attributes:
+        H, state, config: the Hamiltonian, the :class:`VariationalState`, the :class:`SubspaceConfig`.
+        pool: the current pool's :class:`~hamiltonians.subspace.SubspaceState`.
+        best: the lowest-energy pool so far (the start's space first).
+        step: cycles done.
+    """
+
+    def __init__(self, H, state: VariationalState, config: SubspaceConfig, start_space: CIState | SubspaceState) -> None:
+        self.H, self.state, self.config = H, state, config
+        self.pool = subspace_ground_state(H, start_space.dets, v0=start_space.coefficients)
+        self.best = self.pool
+        self.step = 0
+        log.info("subspace loop: the first pool (the start's space) has %d determinants, E = %.10f",
+                 self.pool.dets.shape[0], self.pool.energy)
+
+    @property
+    def model(self):
+        return self.state.model
+
+    def train_step(self) -> CycleRecord:
+        began = time.perf_counter()
+        cfg, H = self.config, self.H
+        with torch.no_grad():
+            batch = self.state.sample(cfg.n_samples)
+        sampled = tokens_to_occupations(batch.tokens).to(torch.uint8).cpu()
+        sample_seconds = time.perf_counter() - began
+        t0 = time.perf_counter()
+        old = self.pool
+        merged, n_new = merge(old.dets, sampled)
+        v0 = torch.cat((old.coefficients, torch.zeros(merged.shape[0] - old.dets.shape[0], dtype=torch.float64)))
+        n_ext = 0
+        if cfg.extend:
+            from hamiltonians.subspace import extend_by_connection
+
+            extension = extend_by_connection(H, old.dets, old.coefficients, cfg.extend)
+            merged, n_ext = merge(merged, extension)
+            v0 = torch.cat((v0, torch.zeros(n_ext, dtype=torch.float64)))
+        pool = subspace_ground_state(H, merged, v0=v0 + 1e-8 * (v0 == 0))
+        self.pool = _truncate(H, pool, cfg.pool)
+        if self.pool.energy < self.best.energy:
+            self.best = self.pool
+        diagonalise_seconds = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        fidelity = math.nan
+        if cfg.fit_steps:
+            tokens = occupations_to_tokens(self.pool.dets.long())
+            fidelity = fit_to_state(self.model, tokens, self.pool.coefficients, steps=cfg.fit_steps, lr=cfg.fit_lr,
+                                    max_determinants=cfg.fit_determinants, tail=cfg.fit_tail,
+                                    phases={"steps": cfg.phase_steps})
+        fit_seconds = time.perf_counter() - t0
+        record = CycleRecord(self.step, self.pool.energy, self.best.energy, self.pool.dets.shape[0], batch.n_unique,
+                             n_new, n_ext, fidelity, time.perf_counter() - began, sample_seconds, diagonalise_seconds,
+                             fit_seconds)
+        log.info("subspace cycle %d: E_var = %.10f (best %.10f), pool %d (+%d sampled, +%d by connection), "
+                 "fidelity %.4f, %.1f s", self.step, record.energy, record.best_energy, record.n_pool, n_new, n_ext,
+                 fidelity, record.seconds)
+        self.step += 1
+        return record
+
+    def state_dict(self) -> dict:
+        return {"step": self.step, "pool": pool_dict(self.pool), "best": pool_dict(self.best)}
+
+    def load_state_dict(self, saved: dict) -> None:
+        self.step = int(saved["step"])
+        self.pool, self.best = pool_from_dict(saved["pool"]), pool_from_dict(saved["best"])
+
+
+def pool_dict(pool: SubspaceState | CIState) -> dict:
+    """A pool as plain tensors and numbers (a checkpoint's ``weights_only`` load reads it back)."""
+    return {"energy": pool.energy, "dets": pool.dets, "coefficients": pool.coefficients}
+
+
+def pool_from_dict(saved: dict) -> SubspaceState:
+    """The pool :func:`pool_dict` saved."""
+    from hamiltonians.subspace import SubspaceState
+
+    return SubspaceState(float(saved["energy"]), saved["dets"], saved["coefficients"], 0)
+
+
+def subspace_energy(H, state: VariationalState, pool: SubspaceState | CIState | None = None, *,
+                    n_samples: int = 100_000) -> tuple[SubspaceState, int]:
+    """The ground state of ``H`` on the unique configurations of ``n_samples`` draws from the
+    network of ``state``, merged with ``pool`` if given; returns it and the number of sampled
+    determinants that were not in ``pool``. Variational; never above ``pool``'s energy."""
+    with torch.no_grad():
+        batch = state.sample(n_samples)
+        log_psi = state.model.log_psi(batch.tokens)
+    sampled = tokens_to_occupations(batch.tokens).to(torch.uint8).cpu()
+    amplitude = torch.exp(log_psi.real.double().cpu()) * torch.cos(log_psi.imag.double().cpu())
+    if pool is None:
+        return subspace_ground_state(H, sampled, v0=amplitude), int(sampled.shape[0])
+    merged, n_new = merge(pool.dets, sampled)
+    v0 = torch.cat((pool.coefficients.double(), torch.zeros(n_new, dtype=torch.float64)))
+    return subspace_ground_state(H, merged, v0=v0 + 1e-8 * (v0 == 0)), n_new
+
+
+def pool_pt2(H, pool: SubspaceState, config: SubspaceConfig, *, seed: int = 0) -> dict | None:
+    """EN-PT2 on ``pool``'s eigenvector, as ``config.pt2`` says; ``result.json``'s fields:
+    ``energy_pt2`` (``E_var + E2``), ``energy_pt2_stderr`` (0 when deterministic), ``e2``,
+    ``rpt2_energy`` (``E_var`` + renormalised ``E2``), ``pt2_form``, ``pt2_seconds``; ``None`` with
+    ``pt2 = "none"``."""
+    from hamiltonians.pt2 import en_pt2, semistochastic_pt2
+
+    mode = config.pt2
+    if mode == "none":
+        return None
+    if mode == "auto":
+        mode = "deterministic" if pool.dets.shape[0] <= config.pt2_exact_max else "semistochastic"
+    began = time.perf_counter()
+    if mode == "deterministic":
+        r = en_pt2(H, pool.dets, pool.coefficients, pool.energy)
+        e2, stderr, rpt2, peak = r.e_pt2, 0.0, r.rpt2, r.peak_bytes
+    else:
+        r = semistochastic_pt2(H, pool.dets, pool.coefficients, pool.energy, n_deterministic=config.pt2_deterministic,
+                               n_draws=config.pt2_draws, n_batches=config.pt2_batches, seed=seed)
+        e2, stderr, rpt2, peak = r.e_pt2, r.stderr, r.rpt2, r.peak_bytes
+    return {"energy_pt2": pool.energy + e2, "energy_pt2_stderr": stderr, "e2": e2, "rpt2_energy": pool.energy + rpt2,
+            "pt2_form": f"{mode} Epstein-Nesbet, eigenvector of the pool", "pt2_peak_bytes": int(peak),
+            "pt2_seconds": time.perf_counter() - began}
+
+
+def final_subspace(H, state: VariationalState, pool: SubspaceState | CIState | None, config: SubspaceConfig, *,
+                   seed: int = 0) -> dict:
+    """The run's subspace and PT2 energies (``result.json``'s fields): the ground state on
+    ``pool`` (the loop's best, or the start's space) merged with ``config.final_samples`` draws
+    of the trained network (:func:`subspace_energy`), and :func:`pool_pt2` on it.
+
+    Fields: ``energy_subspace`` (variational), ``subspace_size``, ``subspace_from_network`` (the
+    sampled determinants the pool lacked), ``subspace_pool_energy`` (the pool's own energy,
+    before the network's samples joined; ``None`` without a pool), ``subspace_seconds``, and
+    :func:`pool_pt2`'s fields (``energy_pt2`` = ``energy_subspace`` + E2, with its error bar)."""
+    began = time.perf_counter()
+    if config.final_samples:
+        space, n_new = subspace_energy(H, state, pool, n_samples=config.final_samples)
+    elif pool is not None:
+        space, n_new = subspace_ground_state(H, pool.dets, v0=pool.coefficients), 0
+    else:
+        return {}
+    fields = {"energy_subspace": space.energy, "subspace_size": int(space.dets.shape[0]),
+              "subspace_from_network": n_new, "subspace_pool_energy": None if pool is None else float(pool.energy),
+              "subspace_seconds": time.perf_counter() - began}
+    log.info("subspace energy: E_var = %.10f on %d determinants (%d from the network's samples)", space.energy,
+             fields["subspace_size"], n_new)
+    pt2 = pool_pt2(H, space, config, seed=seed)
+    if pt2 is not None:
+        fields.update(pt2)
+        log.info("PT2: E_var + E2 = %.10f +- %.1e (%s)", pt2["energy_pt2"], pt2["energy_pt2_stderr"], pt2["pt2_form"])
+    return fields

@@ -1,0 +1,54 @@
+"""The variational state (:mod:`nnqs.training.state`): its streams are reproducible and
+checkpointable, the window adapts ``n_samples``, and ``expect_and_grad`` gives the energy and
+the gradient of the loss whether or not the graph is kept."""
+
+import torch
+
+from nnqs.training.settings import LocalEnergyConfig, SamplerConfig
+from nnqs.training.state import VariationalState
+from tests.models import make_model
+from tests.systems import random_hamiltonian
+
+H = random_hamiltonian(5, 2, 2, seed=3)
+
+
+def state(seed=0, window=()):
+    return VariationalState(make_model(5, 2, 2, seed=1), SamplerConfig(n_samples=300, unique_window=window),
+                            LocalEnergyConfig(mode="exact"), seed=seed)
+
+
+def test_the_same_seed_draws_the_same_samples_and_a_checkpoint_continues_the_stream():
+    a, b, c = state(0), state(0), state(1)
+    first, twin = a.sample(), b.sample()
+    assert torch.equal(first.tokens, twin.tokens) and torch.equal(first.counts, twin.counts)
+    saved = a.state_dict()
+    after = a.sample()
+    a.load_state_dict(saved)
+    again = a.sample()
+    assert torch.equal(after.tokens, again.tokens) and torch.equal(after.counts, again.counts)
+    other = c.sample()
+    assert not (other.tokens.shape == first.tokens.shape and torch.equal(other.counts, first.counts))
+
+
+def test_the_window_adapts_n_samples():
+    s = state(window=(50, 60))
+    s.adapt(10)
+    assert s.n_samples == round(300 * 1.25)
+    s.adapt(100)
+    assert s.n_samples == 300
+    fixed = state()
+    fixed.adapt(1)
+    assert fixed.n_samples == 300
+
+
+def test_expect_and_grad_is_the_same_with_and_without_the_graph():
+    s = state()
+    batch = s.sample()
+    evaluation, whole = s.expect_and_grad(H, batch)
+    _, chunked = s.expect_and_grad(H, batch, grad_chunk=3)   # batch.n_unique > 3: no graph, chunks
+    assert batch.n_unique > 3 and evaluation.log_psi.requires_grad
+    for g, h in zip(whole, chunked):
+        torch.testing.assert_close(h, g, rtol=0, atol=1e-12)
+    assert max(float(g.abs().max()) for g in whole if g is not None) > 1e-4
+    exact = s.expect(H, batch, "exact", weights="counts").estimate.energy
+    assert abs(evaluation.estimate.energy - exact) < 1e-12

@@ -1,0 +1,87 @@
+"""The subspace loop (:mod:`nnqs.training.subspace`): merging keeps the pool, the loop never
+ends above its first pool, a pool that reaches the whole space is FCI (float64, 1e-10), and the
+run's subspace and PT2 fields are the hamiltonians layer's numbers on the same space."""
+
+import math
+
+import pytest
+import torch
+
+from hamiltonians.ci import cisd
+from hamiltonians.exact import ground_state_energy
+from hamiltonians.pt2 import en_pt2
+from hamiltonians.subspace import subspace_ground_state
+from nnqs.training.settings import SamplerConfig
+from nnqs.training.state import VariationalState
+from nnqs.training.subspace import (SubspaceConfig, SubspaceDriver, final_subspace, merge, pool_dict,
+                                    pool_from_dict, subspace_energy)
+from tests.models import make_model
+from tests.systems import random_hamiltonian
+
+H = random_hamiltonian(6, 2, 2, seed=4)   # 225 determinants
+
+
+def state(seed=0):
+    return VariationalState(make_model(6, 2, 2, seed=1), SamplerConfig(n_samples=2000, unique_window=()), seed=seed)
+
+
+def test_merge_keeps_the_pool_first_and_appends_only_new_rows():
+    pool = cisd(H).dets
+    extra = torch.cat((pool[3:5], pool[:1].clone().fill_(0)))
+    extra[-1, :4] = 1   # a determinant outside the CISD pool? only if not among its rows
+    merged, n_new = merge(pool, torch.cat((extra, extra)))
+    assert torch.equal(merged[: pool.shape[0]], pool)
+    inside = bool((pool == extra[-1]).all(dim=1).any())
+    assert n_new == (0 if inside else 1) and merged.shape[0] == pool.shape[0] + n_new
+
+
+def test_the_loop_never_ends_above_its_first_pool_and_reaches_fci_on_the_whole_space():
+    start = cisd(H)
+    fci = ground_state_energy(H)
+    config = SubspaceConfig(cycles=3, n_samples=500, pool=1000, extend=60, fit_steps=20, phase_steps=10)
+    loop = SubspaceDriver(H, state(), config, start)
+    assert abs(loop.pool.energy - start.energy) < 1e-10   # the first pool is the start's space
+    records = []
+    loop.run(3, [lambda d, r: records.append(r)])
+    assert [r.step for r in records] == [0, 1, 2]
+    assert all(b.best_energy <= a.best_energy + 1e-12 for a, b in zip(records, records[1:]))
+    assert loop.best.energy <= start.energy + 1e-12 and loop.best.energy >= fci - 1e-10
+    assert records[0].n_extended > 0 and records[-1].n_pool > start.dets.shape[0]
+    # the pool's energy is the ground state of H on its determinants
+    again = subspace_ground_state(H, loop.best.dets)
+    assert abs(again.energy - loop.best.energy) < 1e-10
+    # a pool that holds the whole space is FCI
+    whole = SubspaceDriver(H, state(), SubspaceConfig(extend=1000, n_samples=10, fit_steps=0, pool=10**6), start)
+    whole.run(3)
+    assert whole.best.dets.shape[0] == H.n_determinants and abs(whole.best.energy - fci) < 1e-10
+    saved = pool_from_dict(pool_dict(loop.best))
+    assert saved.energy == loop.best.energy and torch.equal(saved.dets, loop.best.dets)
+
+
+def test_the_subspace_energy_of_a_network_is_the_ground_state_on_its_samples():
+    s = state()
+    space, n_new = subspace_energy(H, s, n_samples=200_000)
+    s.load_state_dict(state().state_dict())   # the same stream again: the same samples
+    from nnqs.wavefunction.tokens import tokens_to_occupations
+    dets = tokens_to_occupations(s.sample(200_000).tokens)
+    assert n_new == dets.shape[0] and abs(space.energy - subspace_ground_state(H, dets).energy) < 1e-10
+    pooled, added = subspace_energy(H, state(), cisd(H), n_samples=200_000)
+    assert pooled.energy <= cisd(H).energy + 1e-12 and added <= n_new
+
+
+@pytest.mark.parametrize("pt2", ["deterministic", "semistochastic"])
+def test_the_runs_fields_are_the_pool_energy_and_its_pt2(pt2):
+    start = cisd(H)
+    config = SubspaceConfig(final_samples=0, pt2=pt2, pt2_deterministic=10, pt2_draws=50, pt2_batches=20)
+    fields = final_subspace(H, state(), start, config)
+    assert abs(fields["energy_subspace"] - start.energy) < 1e-10 and fields["subspace_size"] == start.dets.shape[0]
+    exact = en_pt2(H, start.dets, start.coefficients, start.energy)
+    if pt2 == "deterministic":
+        assert abs(fields["energy_pt2"] - exact.e_total) < 1e-10 and fields["energy_pt2_stderr"] == 0
+    else:   # unbiased: within 4 standard errors of the deterministic sum
+        assert fields["energy_pt2_stderr"] > 0
+        assert abs(fields["energy_pt2"] - exact.e_total) < 4 * fields["energy_pt2_stderr"]
+    fci = ground_state_energy(H)
+    assert abs(exact.e_total - fci) < abs(start.energy - fci)   # PT2 moves CISD towards FCI here
+    assert final_subspace(H, state(), None, SubspaceConfig(final_samples=0)) == {}
+    assert math.isfinite(fields["subspace_seconds"])
