@@ -221,7 +221,7 @@ def _run(args: argparse.Namespace) -> int:
         for section, key, value in (("run", "device", args.device), ("run", "seed", args.seed),
                                     ("optim", "steps", args.steps), ("optim", "adamw_steps", args.adamw_steps)):
             if value is not None:
-                config = config.replace(section, **{key: value})
+                config = config.override(section, **{key: value})
         if args.stop_after is not None and args.stop_after < 1:
             raise ConfigError(f"--stop-after must be >= 1, got {args.stop_after}")
         out = args.out or str(Path("runs") / config.molecule.name)

@@ -21,6 +21,9 @@ so past 40 spin orbitals only the final evaluation is truncated. On H2O / 6-31G 
 determinants) the coarse steps ended 6.4 mHa above FCI in 31 minutes against 10.4 in 64
 truncated throughout (``experiments/LOG.md``).
 
+The large recipe runs the subspace loop (:data:`SUBSPACE`: 6 cycles after the start, then 100
+VMC steps) unless the config writes ``[subspace] cycles`` or ``[optim] steps``.
+
 Past :data:`FINE_MAX_SPIN_ORBITALS` the large recipe also runs the many-samples regime
 (:data:`MANY_SAMPLES`, unless the config writes any of :data:`REGIME_KEYS`; a resumed run keeps
 the regime it began with): ~1e4 unique samples per step with ``|psi|^2`` weights, so a step's
@@ -45,7 +48,7 @@ from nnqs.training.settings import AUTO
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RECIPES", "LARGE_SPACE", "FINE_STEPS", "FINE_MAX_SPIN_ORBITALS", "MANY_SAMPLES", "REGIME_KEYS",
+__all__ = ["RECIPES", "LARGE_SPACE", "FINE_STEPS", "FINE_MAX_SPIN_ORBITALS", "MANY_SAMPLES", "REGIME_KEYS", "SUBSPACE",
            "resolve_recipe", "apply_recipe", "saved_by"]
 
 #: ``"auto"`` picks ``"large"`` above this many determinants.
@@ -65,6 +68,10 @@ FINE_MAX_SPIN_ORBITALS = 40
 #: the steps' draws would reach ~1e4 unique samples and ~1e7 outside amplitudes (an hour or more).
 MANY_SAMPLES = {"sampler.unique_window": (8000, 12000), "sampler.n_samples": 10_000_000, "sampler.weights": "psi2",
                 "sampler.eval_samples": 50_000, "optim.method": "adamw", "optim.lr": 1e-3}
+#: Past FCI (the large recipe) the subspace loop (:mod:`nnqs.training.subspace`) runs after the
+#: start and the VMC steps after it are few; set where the config writes neither key. The run's
+#: best energy is then the subspace + PT2 one; the VMC steps keep the network's own estimate.
+SUBSPACE = {"subspace.cycles": 6, "optim.steps": 100}
 #: The settings whose presence in a config leaves the regime alone.
 REGIME_KEYS = (*MANY_SAMPLES, "optim.adamw_steps", "optim.adamw_lr", "optim.sr_shift", "optim.sr_top")
 
@@ -83,6 +90,9 @@ def _choices(config: RunConfig, name: str, n_spin_orbitals: int, resumed: tuple[
     ``(saved coarse_steps, saved steps, step reached)`` and ``saved`` the config of a checkpoint,
     whose regime settings a resumed run keeps."""
     changes = {}
+    if name == "large" and not any(config.written(key) for key in SUBSPACE):
+        changes.update(SUBSPACE)
+        config = config.replace("optim", steps=SUBSPACE["optim.steps"])
     if config.local_energy.coarse_steps == AUTO:
         fine = FINE_STEPS if n_spin_orbitals <= FINE_MAX_SPIN_ORBITALS else 0
         coarse = max(0, config.optim.steps - fine) if name == "large" else 0

@@ -186,6 +186,14 @@ class RunConfig:
             raise ConfigError(f"[{section}] {error}") from None
         return dataclasses.replace(self, **{section: table})
 
+    def override(self, section: str, **changes) -> "RunConfig":
+        """:meth:`replace`, the changed keys counted as written by the config's source (the command
+        line's ``--steps`` is then the file's ``[optim] steps``: the recipe leaves both alone)."""
+        config = self.replace(section, **changes)
+        if self.given is None:
+            return config
+        return dataclasses.replace(config, given=self.given | {f"{section}.{key}" for key in changes})
+
 
 _SECTIONS = {
     "molecule": MoleculeConfig,

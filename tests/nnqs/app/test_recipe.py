@@ -139,3 +139,18 @@ def test_past_40_spin_orbitals_the_large_recipe_runs_many_samples_per_step():
     again, _ = apply_recipe(bare(), LARGE_SPACE + 1, wide, checkpoint={"config": config.to_dict(),
                                                                          "trainer": {"step": 10}})
     assert (again.optim.method, again.sampler.weights) == ("adamw", "psi2")
+
+
+def test_a_setting_from_the_command_line_is_the_same_setting_written_in_the_file():
+    """``--steps`` / ``--adamw-steps`` (:meth:`RunConfig.override`) and the same keys in the file
+    give the same effective config on a large space (where the recipe would fill them)."""
+    from nnqs.app.runconfig import config_from_dict
+
+    molecule = {"molecule": {"geometry": "H 0 0 0; H 0 0 1", "basis": "sto-3g"}}
+    written = config_from_dict({**molecule, "optim": {"steps": 50, "adamw_steps": 20}})
+    given = config_from_dict(molecule).override("optim", steps=50).override("optim", adamw_steps=20)
+    left = config_from_dict(molecule)
+    large = dict(n_determinants=10**7, n_spin_orbitals=30)
+    a, b, c = (apply_recipe(cfg, **large)[0] for cfg in (written, given, left))
+    assert a.to_dict() == b.to_dict() and a.optim.steps == 50
+    assert c.optim.steps == 100 and c.subspace.cycles == 6   # left to the recipe: the subspace loop
