@@ -258,8 +258,8 @@ def write_fcidump(H, path, *, tol: float = 0.0, orbsym=None, isym: int | None = 
     qa, qb = np.tril_indices(npair)  # pair ij >= pair kl
     vals = eri[pi[qa], pj[qa], pi[qb], pj[qb]]
     keep = np.abs(vals) > tol
-    for v, i, j, k, l in zip(vals[keep], pi[qa][keep] + 1, pj[qa][keep] + 1, pi[qb][keep] + 1, pj[qb][keep] + 1):
-        out.append(f" {float(v)!r} {i:4d} {j:4d} {k:4d} {l:4d}")
+    for v, i, j, k, m in zip(vals[keep], pi[qa][keep] + 1, pj[qa][keep] + 1, pi[qb][keep] + 1, pj[qb][keep] + 1):
+        out.append(f" {float(v)!r} {i:4d} {j:4d} {k:4d} {m:4d}")
     hv = h1[pi, pj]
     for v, i, j in zip(hv[np.abs(hv) > tol], pi[np.abs(hv) > tol] + 1, pj[np.abs(hv) > tol] + 1):
         out.append(f" {float(v)!r} {i:4d} {j:4d}    0    0")

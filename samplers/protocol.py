@@ -7,7 +7,7 @@ Shapes are batch first; tokens take values 0 (empty), 1 (alpha), 2 (beta), 3 (do
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -43,7 +43,10 @@ class AutoregressiveModel(Protocol):
     """An autoregressive distribution over ``N`` tokens with a cached decode path."""
 
     n_orbitals: int
-    device: torch.device
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model's parameters (and its caches) live."""
 
     def conditionals(self, tokens: torch.Tensor) -> torch.Tensor:
         """Tokens ``[B, T<=N]`` -> ``p(t_i | t_<i)`` ``[B, T, 4]``, one uncached causal pass."""
@@ -54,11 +57,13 @@ class AutoregressiveModel(Protocol):
     def init_cache(self, batch: int, capacity: int | None = None) -> DecodeCache:
         """An empty cache for ``batch`` rows at position 0, allocated for ``capacity`` rows."""
 
-    def prefill(self, tokens: torch.Tensor, cache: DecodeCache, *, validate: bool = True) -> torch.Tensor:
+    # The cache arguments are typed Any: a model takes the cache its own init_cache made (a
+    # parameter typed DecodeCache would accept every cache, which a model need not).
+    def prefill(self, tokens: torch.Tensor, cache: Any, *, validate: bool = True) -> torch.Tensor:
         """Fill an empty cache with one full pass over ``tokens`` ``[B, T]``, as ``T`` decode steps
         fed ``None, tokens[:, 0], ..., tokens[:, T-2]`` would; return ``p(t_i | t_<i)`` ``[B, T, 4]``."""
 
-    def decode_step(self, tokens: torch.Tensor | None, cache: DecodeCache, *, validate: bool = True) -> torch.Tensor:
+    def decode_step(self, tokens: torch.Tensor | None, cache: Any, *, validate: bool = True) -> torch.Tensor:
         """Feed the tokens ``[B]`` chosen at ``cache.position - 1`` (``None`` at position 0);
         return ``p(t_pos | prefix)`` ``[B, 4]`` and advance the cache by one position.
         ``validate=False``: the caller vouches for the token values (no host synchronisation)."""

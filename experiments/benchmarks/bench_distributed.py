@@ -52,7 +52,7 @@ from nnqs.parallel import LOCAL  # noqa: E402
 from nnqs.parallel.local import run_local  # noqa: E402
 from nnqs.training.settings import SamplerConfig  # noqa: E402
 from nnqs.training.start import Start  # noqa: E402
-from nnqs.training.driver import VMC, build_vmc  # noqa: E402
+from nnqs.training.driver import build_vmc  # noqa: E402
 
 logger = logging.getLogger("bench_distributed")
 HERE = EXPERIMENTS

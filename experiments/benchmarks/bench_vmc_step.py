@@ -44,7 +44,7 @@ from nnqs.training.estimators import evaluate_local_energies  # noqa: E402
 from nnqs.training.memory import plan_memory  # noqa: E402
 from nnqs.training.settings import SamplerConfig  # noqa: E402
 from nnqs.training.start import Start  # noqa: E402
-from nnqs.training.driver import VMC, build_vmc  # noqa: E402
+from nnqs.training.driver import build_vmc  # noqa: E402
 from samplers import bas  # noqa: E402
 
 logger = logging.getLogger("bench_vmc_step")

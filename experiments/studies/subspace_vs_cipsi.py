@@ -117,7 +117,8 @@ def main(argv=None) -> dict:
     print(f"{'':18s} {'determinants':>12s} {'E_var err (mHa)':>16s} {'+PT2 err (mHa)':>16s} {'CPU s':>8s}")
     for name, e in entries.items():
         seconds = e.get("run_cpu_seconds", (e.get("cipsi_seconds") or 0) + (e.get("pt2_seconds") or 0))
-        fmt = lambda v: "-" if v is None else f"{v:.4f}"
+        def fmt(v):
+            return "-" if v is None else f"{v:.4f}"
         print(f"{name:18s} {e['determinants']:12d} {fmt(e['error_var_mha']):>16s} {fmt(e['error_pt2_mha']):>16s} "
               f"{seconds:8.1f}")
     return save_results(args.out, {"entries": entries, "cipsi_curve": rows}, args=args,

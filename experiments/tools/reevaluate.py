@@ -28,7 +28,7 @@ from experiments.common import save_results  # noqa: E402
 from nnqs.app.runconfig import config_from_dict  # noqa: E402
 from nnqs.app.trained import load_trained  # noqa: E402
 from nnqs.training.evaluation import final_evaluation  # noqa: E402
-from nnqs.training.driver import VMC, build_vmc  # noqa: E402
+from nnqs.training.driver import build_vmc  # noqa: E402
 
 log = logging.getLogger("reevaluate")
 

@@ -79,7 +79,8 @@ class CycleLog:
     the file rewritten atomically after each cycle."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path, self.rows = Path(path), []
+        self.path = Path(path)
+        self.rows: list[dict] = []
 
     def __call__(self, driver, record) -> None:
         self.rows.append(asdict(record))

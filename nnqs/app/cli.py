@@ -323,7 +323,8 @@ def _summary(result: dict, out: str) -> str:
         lines.append(f"  error vs {dmrg_label(result.get('dmrg'))}: {result['error_vs_dmrg_mha']:.3f} mHa")
     if result.get("energy_subspace") is not None:
         ref = next((k for k in ("fci", "dmrg") if result.get(f"subspace_error_vs_{k}_mha") is not None), None)
-        against = lambda name: f" ({result[f'{name}_error_vs_{ref}_mha']:+.3f} mHa vs {ref.upper()})" if ref else ""
+        def against(name):
+            return f" ({result[f'{name}_error_vs_{ref}_mha']:+.3f} mHa vs {ref.upper()})" if ref else ""
         lines.append(f"  subspace energy (H diagonalised on {result['subspace_size']} determinants, variational): "
                      f"{result['energy_subspace']:.8f} Ha{against('subspace')}")
         if result.get("energy_pt2") is not None:

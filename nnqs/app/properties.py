@@ -103,7 +103,7 @@ def format_properties(o: Observables) -> str:
         f"  energy (mean E_loc)    {o.energy:.8f} +- {o.energy_stderr:.1e} Ha",
         f"  <S^2>                  {o.spin_square:.4f} +- {o.spin_square_stderr:.4f}",
         f"  natural occupations    {occ}",
-        *([f"  dipole (a.u.)          " + "  ".join(f"{o.functionals[f'dipole_{a}'][0]:+.4f} +- "
+        *(["  dipole (a.u.)          " + "  ".join(f"{o.functionals[f'dipole_{a}'][0]:+.4f} +- "
                                                     f"{o.functionals[f'dipole_{a}'][1]:.4f}" for a in "xyz")]
           if "dipole_x" in o.functionals else []),
         *([f"  unreached probability  {o.rdms.unseen_mass:.1e} (Good-Turing); "

@@ -81,14 +81,16 @@ class MetricsLog:
 
 def plot_convergence(path: str | Path, steps: list[int], energies: list[float], references: dict, title: str,
                      *, coarse_steps: int = 0, final: tuple[int, float, str] | None = None,
-                     dmrg: dict | None = None) -> None:
+                     dmrg: dict | None = None, loop: list[float] = (), points: list[tuple[float, str, str]] = ()) -> None:
     """Energy per step with HF/CCSD(T)/FCI/DMRG lines, and |E - E_ref| (FCI, else DMRG) on a
     log axis with the chemical-accuracy band.
 
     ``coarse_steps``: a dotted line where the coarse local energies end; ``final``: ``(step,
     energy, label)`` of the final evaluation, drawn as a point on both panels; ``dmrg``: the
     DMRG reference's details, which name it extrapolated or variational
-    (:func:`hamiltonians.dmrg.dmrg_label`)."""
+    (:func:`hamiltonians.dmrg.dmrg_label`); ``loop``: the subspace loop's pool energies, one per
+    cycle, drawn at steps ``-len(loop) .. -1`` (before VMC's step 0); ``points``: ``(energy, label,
+    marker)`` drawn at the final step (the subspace and PT2 energies)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -101,6 +103,12 @@ def plot_convergence(path: str | Path, steps: list[int], energies: list[float], 
     ax.plot(steps, energies, lw=1, label="NNQS")
 
     def mark_phases(ax, shown) -> None:  # `shown`: energy -> the panel's y value
+        if loop:
+            ax.plot(range(-len(loop), 0), [shown(e) for e in loop], "o-", ms=3, lw=1, color="tab:brown",
+                    label="subspace loop: pool energy per cycle")
+        x = final[0] if final is not None else (steps[-1] if steps else 0)
+        for energy, label, marker in points:
+            ax.plot([x], [shown(energy)], marker, ms=8, label=f"{label} {energy:.6f}")
         if final is not None:
             ax.plot([final[0]], [shown(final[1])], "*", color="tab:orange", ms=10, label=f"{final[2]} {final[1]:.6f}")
         if coarse_steps > 0:
@@ -113,7 +121,8 @@ def plot_convergence(path: str | Path, steps: list[int], energies: list[float], 
         if references.get(key) is not None:
             ax.axhline(references[key], color=color, ls=ls, lw=1, label=f"{label} {references[key]:.6f}")
     if energies:
-        low = min(min(energies), *(v for k, v in references.items() if k in styles and v is not None))
+        low = min(min(energies), *loop, *(p[0] for p in points),
+                  *(v for k, v in references.items() if k in styles and v is not None))
         high = references.get("hf") if references.get("hf") is not None else max(energies)
         pad = max(high - low, 1e-3) * 0.3
         ax.set_ylim(low - pad, high + pad)
@@ -151,6 +160,14 @@ def write_result(out: Path, config, result: dict, metrics: MetricsLog, step: int
 
     write_json(out / "result.json", result)
     steps, energies = metrics.energies()
+    loop = []
+    if (out / "subspace.csv").exists():
+        with (out / "subspace.csv").open() as f:
+            loop = [float(r["energy"]) for r in csv.DictReader(f)]
+    points = [(result[key], label, marker) for key, label, marker in (
+        ("energy_subspace", f"subspace energy ({result.get('subspace_size')} determinants, variational)", "s"),
+        ("energy_pt2", "subspace + PT2", "D")) if result.get(key) is not None]
     plot_convergence(out / "convergence.png", steps, energies, result["references"],
                      f"{config.molecule.name}: NNQS VMC", coarse_steps=min(config.local_energy.coarse_steps, step),
-                     final=(step, result["energy"], f"final ({result['local_energy']})"), dmrg=result["dmrg"])
+                     final=(step, result["energy"], f"VMC final evaluation ({result['local_energy']} local energies)"),
+                     dmrg=result["dmrg"], loop=loop, points=points)

@@ -114,7 +114,7 @@ class VMC(Driver):
             log.warning("all %d steps are AdamW: %s starts after adamw_steps = %d", optim.steps, optim.method,
                         optim.adamw_steps)
         if optim.adamw_phase or optim.method == "sr_top":
-            self.optimizers["adamw"] = torch.optim.AdamW(model.parameters(), lr=optim.lr, betas=tuple(optim.betas),
+            self.optimizers["adamw"] = torch.optim.AdamW(model.parameters(), lr=optim.lr, betas=(optim.betas[0], optim.betas[1]),
                                                          eps=optim.eps, weight_decay=optim.weight_decay)
         if optim.method == "minsr":
             self.optimizers["minsr"] = torch.optim.SGD(model.parameters(), lr=optim.lr)
@@ -173,7 +173,8 @@ class VMC(Driver):
                             local_energy_seconds=evaluation.local_energy_seconds,
                             n_amplitudes=n_amplitudes, amplitude_seconds=le.amplitude_seconds,
                             update_seconds=end - sampled - evaluation.local_energy_seconds,
-                            sample_space_energy=sample_space_energy(le.e_loc_sampled, batch, self.comm))
+                            sample_space_energy=sample_space_energy(le.e_loc_sampled, batch, self.comm)
+                            if le.e_loc_sampled is not None else math.nan)
         state.adapt(n_unique)  # the global unique count
         self.step += 1
         return record

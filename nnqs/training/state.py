@@ -70,7 +70,8 @@ class VariationalState:
         self.local_energy_cfg = local_energy or LocalEnergyConfig()
         self.generator = torch.Generator(device=model.device).manual_seed(seed)
         self.draw_generator = torch.Generator(device=model.device).manual_seed(seed + 2**31)
-        self.window = UniqueWindow(*sampler.unique_window, factor=sampler.factor) if sampler.unique_window else None
+        self.window = (UniqueWindow(sampler.unique_window[0], sampler.unique_window[1], factor=sampler.factor)
+                       if sampler.unique_window else None)
         self.n_samples = sampler.n_samples
 
     # -- sampling ------------------------------------------------------------------------
@@ -80,13 +81,13 @@ class VariationalState:
         stream, the rank's subtrees from a stream seeded by a draw from it and the rank; then
         the unique samples are dealt out evenly (:meth:`_even_out`)."""
         n_samples = self.n_samples if n_samples is None else n_samples
-        options = dict(max_unique=self.sampler_cfg.max_unique or None,
-                       max_cache_bytes=self.sampler_cfg.max_cache_bytes)
+        max_unique, max_cache_bytes = self.sampler_cfg.max_unique or None, self.sampler_cfg.max_cache_bytes
         if self.comm.world_size == 1:
-            return bas.sample(self.model, n_samples, generator=self.generator, **options)
+            return bas.sample(self.model, n_samples, generator=self.generator, max_unique=max_unique,
+                              max_cache_bytes=max_cache_bytes)
         drawn = split.sample_share(self.model, n_samples, rank=self.comm.rank, world_size=self.comm.world_size,
                                    generator=self.generator, rank_generator=self._rank_generator(),
-                                   share=self._share_top, **options)
+                                   share=self._share_top, max_unique=max_unique, max_cache_bytes=max_cache_bytes)
         return self._even_out(drawn)
 
     def adapt(self, n_unique: int) -> None:

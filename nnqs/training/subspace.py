@@ -258,12 +258,13 @@ def pool_pt2(H, pool: SubspaceState, config: SubspaceConfig, *, seed: int = 0) -
         mode = "deterministic" if pool.dets.shape[0] <= config.pt2_exact_max else "semistochastic"
     began = time.perf_counter()
     if mode == "deterministic":
-        r = en_pt2(H, pool.dets, pool.coefficients, pool.energy)
-        e2, stderr, rpt2, peak = r.e_pt2, 0.0, r.rpt2, r.peak_bytes
+        exact = en_pt2(H, pool.dets, pool.coefficients, pool.energy)
+        e2, stderr, rpt2, peak = exact.e_pt2, 0.0, exact.rpt2, exact.peak_bytes
     else:
-        r = semistochastic_pt2(H, pool.dets, pool.coefficients, pool.energy, n_deterministic=config.pt2_deterministic,
-                               n_draws=config.pt2_draws, n_batches=config.pt2_batches, seed=seed)
-        e2, stderr, rpt2, peak = r.e_pt2, r.stderr, r.rpt2, r.peak_bytes
+        drawn = semistochastic_pt2(H, pool.dets, pool.coefficients, pool.energy,
+                                   n_deterministic=config.pt2_deterministic, n_draws=config.pt2_draws,
+                                   n_batches=config.pt2_batches, seed=seed)
+        e2, stderr, rpt2, peak = drawn.e_pt2, drawn.stderr, drawn.rpt2, drawn.peak_bytes
     return {"energy_pt2": pool.energy + e2, "energy_pt2_stderr": stderr, "e2": e2, "rpt2_energy": pool.energy + rpt2,
             "pt2_form": f"{mode} Epstein-Nesbet, eigenvector of the pool", "pt2_peak_bytes": int(peak),
             "pt2_seconds": time.perf_counter() - began}

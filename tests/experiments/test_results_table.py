@@ -28,6 +28,7 @@ def setup(tmp_path):
     # FCI known: FCI is the reference, whatever else the run knows.
     (vmc / "small.abc1234.json").write_text(json.dumps(result(
         "small", energy=-76.0, fci=-76.002, dmrg_error=5.0, ccsd_t_error=1.5,
+        energy_subspace=-76.0019, energy_pt2=-76.00201, energy_pt2_stderr=2e-6,
         provenance={"version": "0.1.0", "commit": "0123456789abcdef", "dirty": False})))
     # No FCI: DMRG, and CCSD(T) against the same DMRG energy; no provenance: the adding commit.
     big = result("big", energy=-109.2, dmrg_error=40.0, ccsd_t_error=38.0, stderr=5e-4)
@@ -56,6 +57,11 @@ def test_rows_and_the_best_reference(tmp_path):
     assert big["reference"] == "dmrg" and big["error_mha"] == 40.0 and abs(big["ccsd_t_error_mha"] - 2.0) < 1e-9
     assert big["system"] == "big / 6-31g, frozen core 2" and big["cpu_minutes"] == "10.0 (wall)"
     assert big["config"] == "-" and big["commit"] == "uncommitted"   # outside the repository: no adding commit
+    # the subspace and PT2 energies against the same reference (FCI here), with PT2's error bar
+    assert abs(small["subspace_error_mha"] - 0.1) < 1e-9 and abs(small["pt2_error_mha"] + 0.01) < 1e-9
+    assert abs(small["pt2_stderr_mha"] - 0.002) < 1e-12 and big["subspace_error_mha"] is None
+    line = results_table.table([small]).splitlines()[2]
+    assert "| 2.00 ± 0.10 | 0.100 | -0.010 ± 0.002 | FCI |" in line
 
 
 def test_a_run_without_its_own_reference_takes_one_from_the_same_system(tmp_path):
@@ -80,8 +86,8 @@ def test_writes_the_page_and_only_the_readme_text_between_the_markers(tmp_path):
     body = text.split("<!-- results-table:begin -->")[1].split("<!-- results-table:end -->")[0]
     lines = [line for line in body.splitlines() if line.startswith("| ")]
     assert len(lines) == 3   # header and two rows (by spin orbitals, then file name)
-    assert lines[1].startswith("| big / 6-31g, frozen core 2 | 26 | 40.00 ± 0.50 | DMRG | 2.00 | 700 | 10.0 (wall) |")
-    assert lines[2] == "| small / 6-31g | 26 | 2.00 ± 0.10 | FCI | 0.50 | 700 | 30.0 | `small.toml` | 0123456 |"
+    assert lines[1].startswith("| big / 6-31g, frozen core 2 | 26 | 40.00 ± 0.50 | - | - | DMRG | 2.00 | 700 | 10.0 (wall) |")
+    assert lines[2] == "| small / 6-31g | 26 | 2.00 ± 0.10 | 0.100 | -0.010 ± 0.002 | FCI | 0.50 | 700 | 30.0 | `small.toml` | 0123456 |"
 
 
 def test_a_readme_without_markers_is_left_alone(tmp_path):

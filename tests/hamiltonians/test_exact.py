@@ -1,7 +1,7 @@
-import torch
 """Exact diagonalisation against PySCF FCI / CASCI."""
 
 import pytest
+import torch
 
 from hamiltonians.exact import ground_state_energy
 from tests.hamiltonians.conftest import GEOMETRIES

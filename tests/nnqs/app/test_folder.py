@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from nnqs.app import run as run_module
 from nnqs.app.folder import claim_run_folder
 from nnqs.app.run import run
 from nnqs.app.runconfig import ConfigError, config_from_dict

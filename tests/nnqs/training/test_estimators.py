@@ -6,7 +6,7 @@ import torch
 
 from nnqs.parallel import LOCAL
 from nnqs.training.estimators import evaluate_in_slices, evaluate_local_energies, occupation_log_psi
-from nnqs.wavefunction.tokens import occupations_to_tokens, random_valid_tokens, tokens_to_occupations
+from nnqs.wavefunction.tokens import random_valid_tokens, tokens_to_occupations
 from tests.models import make_model
 from tests.systems import random_hamiltonian
 
