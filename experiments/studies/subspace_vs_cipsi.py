@@ -57,6 +57,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--max-factor", type=float, default=4.0, help="equal time: at most this x the run's size")
     parser.add_argument("--parents", type=int, default=0,
                         help="CIPSI's parents per round (largest |c|; 0: every determinant of the state)")
+    parser.add_argument("--reference", default=None, metavar="NAME=ENERGY",
+                        help="the reference when the run's result.json has none (e.g. dmrg=-109.10295344)")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -69,6 +71,9 @@ def main(argv=None) -> dict:
     hf = occupations_in_order(aufbau_occupation(H.n_orbitals, H.n_alpha, H.n_beta)[None], order)[0]
     config = config_from_dict(result["config"]).subspace
     ref_name, ref = reference_of(result)
+    if ref is None and args.reference:
+        ref_name, value = args.reference.split("=")
+        ref = float(value)
     size, budget = int(result["subspace_size"]), float(result["cpu_seconds"])
 
     def error(value):
