@@ -37,6 +37,7 @@ README_SELECTION = [
     "h2.json", "main.2dd3c4e.json", "beh2.json", "h2o.json", "nh3.json", "ch4.json", "n2.68e5822.json",
     "c2.f31785c.json", "h10.f31785c.pretrain_steps1000.json",
     "h2o_631g_coarse.0100c6b.steps1400.json", "n2_631g_fc_coarse.json", "h2o_ccpvdz_large_u.1e65883.json", "n2_ccpvdz_fc_recipe.json",
+    "h2o_631g_defaults.json", "n2_631g_fc_defaults.json", "h2o_ccpvdz_defaults.json", "n2_ccpvdz_fc_defaults.json",
 ]
 
 HEADER = ("| system | spin orbitals | NNQS error (mHa) | subspace (mHa) | subspace + PT2 (mHa) | vs | CCSD(T) error (mHa) "
