@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 import torch
 
 from hamiltonians.ci import CIState
-from hamiltonians.determinants import lookup_keys, pack_occupations, unique_keys
 from nnqs.training.driver import Driver
 from nnqs.training.fit import fit_to_state
 from nnqs.training.state import VariationalState
@@ -120,21 +119,21 @@ class CycleRecord:
     fit_seconds: float
 
 
-def _keys(dets: torch.Tensor) -> torch.Tensor:
-    return unique_keys(pack_occupations(dets.to(torch.uint8)))[0]
+def merge(H, pool: torch.Tensor, new: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """``pool`` (unique uint8 ``[D, 2N]``, kept first and in order) with the rows of ``new`` it
+    lacks appended (:func:`hamiltonians.subspace.unique_determinants`); returns ``(merged, how
+    many were new)``."""
+    from hamiltonians.subspace import unique_determinants
+
+    merged, _ = unique_determinants(H, torch.cat((pool.to(torch.uint8), new.to(torch.uint8))))
+    return merged, int(merged.shape[0] - pool.shape[0])
 
 
-def merge(pool: torch.Tensor, new: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """``pool`` (uint8 ``[D, 2N]``, kept first and in order) with the rows of ``new`` it lacks
-    appended; returns ``(merged, how many were new)``."""
-    if new.shape[0] == 0:
-        return pool, 0
-    new_keys, inverse = unique_keys(pack_occupations(new.to(torch.uint8)))
-    first = torch.full((new_keys.shape[0],), new.shape[0], dtype=torch.int64)
-    first.scatter_reduce_(0, inverse, torch.arange(new.shape[0]), reduce="amin")
-    outside = lookup_keys(_keys(pool), new_keys) < 0
-    added = new[torch.sort(first[outside]).values].to(torch.uint8)
-    return torch.cat((pool, added)), int(added.shape[0])
+def _start_vector(coefficients: torch.Tensor, n_new: int) -> torch.Tensor:
+    """A pool's vector extended by ``n_new`` rows: a small weight on each (Lanczos needs a start
+    with some weight everywhere it may go)."""
+    v0 = torch.cat((coefficients.double(), torch.zeros(n_new, dtype=torch.float64)))
+    return v0 + 1e-8 * (v0 == 0)
 
 
 def _truncate(H, state: SubspaceState, size: int) -> SubspaceState:
@@ -176,16 +175,14 @@ class SubspaceDriver(Driver):
         sample_seconds = time.perf_counter() - began
         t0 = time.perf_counter()
         old = self.pool
-        merged, n_new = merge(old.dets, sampled)
-        v0 = torch.cat((old.coefficients, torch.zeros(merged.shape[0] - old.dets.shape[0], dtype=torch.float64)))
+        merged, n_new = merge(H, old.dets, sampled)
         n_ext = 0
         if cfg.extend:
             from hamiltonians.subspace import extend_by_connection
 
             extension = extend_by_connection(H, old.dets, old.coefficients, cfg.extend)
-            merged, n_ext = merge(merged, extension)
-            v0 = torch.cat((v0, torch.zeros(n_ext, dtype=torch.float64)))
-        pool = subspace_ground_state(H, merged, v0=v0 + 1e-8 * (v0 == 0))
+            merged, n_ext = merge(H, merged, extension)
+        pool = subspace_ground_state(H, merged, v0=_start_vector(old.coefficients, n_new + n_ext))
         self.pool = _truncate(H, pool, cfg.pool)
         if self.pool.energy < self.best.energy:
             self.best = self.pool
@@ -234,14 +231,14 @@ def subspace_energy(H, state: VariationalState, pool: SubspaceState | CIState | 
     determinants that were not in ``pool``. Variational; never above ``pool``'s energy."""
     with torch.no_grad():
         batch = state.sample(n_samples)
-        log_psi = state.model.log_psi(batch.tokens)
     sampled = tokens_to_occupations(batch.tokens).to(torch.uint8).cpu()
-    amplitude = torch.exp(log_psi.real.double().cpu()) * torch.cos(log_psi.imag.double().cpu())
-    if pool is None:
+    if pool is None:   # the network's amplitudes start the Lanczos
+        with torch.no_grad():
+            log_psi = state.model.log_psi(batch.tokens)
+        amplitude = torch.exp(log_psi.real.double().cpu()) * torch.cos(log_psi.imag.double().cpu())
         return subspace_ground_state(H, sampled, v0=amplitude), int(sampled.shape[0])
-    merged, n_new = merge(pool.dets, sampled)
-    v0 = torch.cat((pool.coefficients.double(), torch.zeros(n_new, dtype=torch.float64)))
-    return subspace_ground_state(H, merged, v0=v0 + 1e-8 * (v0 == 0)), n_new
+    merged, n_new = merge(H, pool.dets, sampled)
+    return subspace_ground_state(H, merged, v0=_start_vector(pool.coefficients, n_new)), n_new
 
 
 def pool_pt2(H, pool: SubspaceState, config: SubspaceConfig, *, seed: int = 0) -> dict | None:

@@ -26,13 +26,16 @@ def state(seed=0):
 
 
 def test_merge_keeps_the_pool_first_and_appends_only_new_rows():
+    from hamiltonians.determinants import enumerate_determinants, pack_occupations
+
     pool = cisd(H).dets
-    extra = torch.cat((pool[3:5], pool[:1].clone().fill_(0)))
-    extra[-1, :4] = 1   # a determinant outside the CISD pool? only if not among its rows
-    merged, n_new = merge(pool, torch.cat((extra, extra)))
-    assert torch.equal(merged[: pool.shape[0]], pool)
-    inside = bool((pool == extra[-1]).all(dim=1).any())
-    assert n_new == (0 if inside else 1) and merged.shape[0] == pool.shape[0] + n_new
+    every = enumerate_determinants(H.n_orbitals, H.n_alpha, H.n_beta)
+    known = {tuple(k) for k in pack_occupations(pool).tolist()}
+    outside = every[[tuple(k) not in known for k in pack_occupations(every).tolist()]][:2]
+    assert outside.shape[0] == 2
+    new = torch.cat((pool[3:5], outside, outside[:1]))   # two already in, two new, one repeated
+    merged, n_new = merge(H, pool, new)
+    assert n_new == 2 and torch.equal(merged[: pool.shape[0]], pool) and torch.equal(merged[pool.shape[0]:], outside)
 
 
 def test_the_loop_never_ends_above_its_first_pool_and_reaches_fci_on_the_whole_space():
