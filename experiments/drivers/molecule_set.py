@@ -34,20 +34,18 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from experiments.common import default_config, molecule_set, parse_changes  # noqa: E402
 from nnqs.app.io import atomic_write, load_checkpoint, write_json  # noqa: E402
-from nnqs.app.recipe import saved_by  # noqa: E402
 from nnqs.app.runconfig import ConfigError, RunConfig  # noqa: E402
 
 def folder_state(config: RunConfig, folder: Path) -> str:
     """``"done"`` (its ``result.json`` is this config's), ``"resume"`` (its checkpoint is),
-    ``"new"`` (nothing there) or ``"other"`` (a run of another config); the settings the config
-    leaves to the run's recipe match whatever it chose (:func:`nnqs.app.recipe.saved_by`)."""
+    ``"new"`` (nothing there) or ``"other"`` (a run of another config; the settings the config
+    leaves to the preset match whatever it chose, :meth:`RunConfig.matches`)."""
     if (folder / "result.json").exists():
         result = json.loads((folder / "result.json").read_text())
-        return "done" if saved_by(config, result.get("config"), result.get("recipe")) else "other"
+        return "done" if config.matches(result.get("config")) else "other"
     if (folder / "checkpoint.pt").exists():
         state = load_checkpoint(folder / "checkpoint.pt")
-        return "resume" if saved_by(config, json.loads(json.dumps(state.get("config"))), state.get("recipe")) \
-            else "other"
+        return "resume" if config.matches(json.loads(json.dumps(state.get("config")))) else "other"
     return "new"
 
 

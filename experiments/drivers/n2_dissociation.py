@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                "steps": result["steps"]}
         rows.append(row)
         logging.info("r = %.3f A: E = %.6f, error vs FCI %.3f mHa", r, row["energy"], row["error_vs_fci_mha"])
-        write_json(out / "dissociation.json", {"config": base.to_dict(), "points": rows})
+        # the effective config (the preset's values filled in), the same at every geometry but the molecule
+        write_json(out / "dissociation.json", {"config": result["config"], "points": rows})
     plot(out / "dissociation.png", rows)
     return rows
 

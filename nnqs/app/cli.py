@@ -1,6 +1,8 @@
 """Command-line interface: ``nnqs run``, ``nnqs reference``, ``nnqs analyse`` and ``nnqs check-consistency``.
 
-Exit codes: 0 success, 1 a check failed (or, under torchrun, another rank was lost), 2 bad input,
+Exit codes: 0 success, 1 a check failed (or, under torchrun, another rank was lost), 2 bad input
+(:data:`USER_ERRORS`: :class:`nnqs.errors.InputError` and :class:`hamiltonians.FCIDUMPError`, or
+a missing file, folder or optional package; one line), 1 with a traceback for anything else (a bug),
 ``128 + N`` stopped by signal ``N`` (SIGTERM 143, SIGINT 130: after a checkpoint, or at once on
 a second signal; :mod:`nnqs.app.signals`).
 
@@ -19,9 +21,14 @@ import shutil
 import signal
 import sys
 
+from hamiltonians.fcidump import FCIDUMPError
+from nnqs.errors import InputError
 from nnqs.wavefunction.config import DTYPES
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+#: The user's errors: one line and exit 2 (``hamiltonians`` imports nothing of nnqs, so its
+#: input error is not an :class:`~nnqs.errors.InputError`).
+USER_ERRORS = (InputError, FCIDUMPError)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -95,7 +102,6 @@ def _analyse(args: argparse.Namespace) -> int:
 
     from nnqs.app.io import write_json
     from nnqs.app.properties import format_properties, run_properties
-    from nnqs.app.runconfig import ConfigError
     from nnqs.app.trained import load_trained
     from nnqs.training.analysis import MAX_DETERMINANTS, analyse_state, format_analysis
 
@@ -106,7 +112,7 @@ def _analyse(args: argparse.Namespace) -> int:
         if system.hamiltonian.n_determinants <= MAX_DETERMINANTS:
             analysis = analyse_state(model, system.hamiltonian, system.hf_occupation)
         observables = run_properties(trained, args.run_dir, n_samples=args.samples, mode=args.mode)
-    except (ConfigError, ValueError, RuntimeError) as error:  # CheckpointError is a ValueError
+    except USER_ERRORS as error:
         return _bad_input(error)
     except ModuleNotFoundError as error:
         if error.name in ("pyscf", "openfermion"):
@@ -128,7 +134,6 @@ def _reference(args: argparse.Namespace) -> int:
 
     import torch
 
-    from hamiltonians import FCIDUMPError
     from nnqs.app.references import KEYS
     from nnqs.app.reference_run import reference_run
     from nnqs.app.runconfig import ConfigError, config_from_dict, load_config
@@ -148,7 +153,7 @@ def _reference(args: argparse.Namespace) -> int:
             else:
                 molecule = config_from_dict({"molecule": {"name": target.stem, "fcidump": str(target)}}).molecule
             refs, merged = complete_references(molecule, build_system(molecule)).references, False
-    except (ConfigError, FCIDUMPError) as error:
+    except USER_ERRORS as error:
         return _bad_input(error)
     except ModuleNotFoundError as error:
         if error.name in ("pyscf", "openfermion"):
@@ -187,7 +192,7 @@ def _check_consistency(args: argparse.Namespace) -> int:
             n_kv_heads=args.kv_heads, d_model=args.d_model, batch=args.batch,
             dtypes=tuple(args.dtype or ("float64", "float32")), device=args.device, seed=args.seed,
         )
-    except ValueError as error:
+    except InputError as error:   # the model's shape (d_model, heads) from the arguments
         return _bad_input(error)
     print(f"cached vs uncached conditionals: N={args.orbitals} L={args.layers} H={args.heads} "
           f"H_kv={args.kv_heads or args.heads} batch={args.batch} device={args.device}")
@@ -200,8 +205,6 @@ def _check_consistency(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from hamiltonians import FCIDUMPError
-    from nnqs.app.io import CheckpointError
     from nnqs.app.run import run
     from nnqs.app.runconfig import ConfigError, check_device, config_from_dict, load_config
     from nnqs.app.signals import StopNow
@@ -221,7 +224,7 @@ def _run(args: argparse.Namespace) -> int:
         for section, key, value in (("run", "device", args.device), ("run", "seed", args.seed),
                                     ("optim", "steps", args.steps), ("optim", "adamw_steps", args.adamw_steps)):
             if value is not None:
-                config = config.override(section, **{key: value})
+                config = config.replace(section, **{key: value})
         if args.stop_after is not None and args.stop_after < 1:
             raise ConfigError(f"--stop-after must be >= 1, got {args.stop_after}")
         out = args.out or str(Path("runs") / config.molecule.name)
@@ -240,7 +243,8 @@ def _run(args: argparse.Namespace) -> int:
         # The start (which CI state, its size and energy, the fit's progress) can take minutes
         # before the first step: say what it is doing. Without a progress bar (a log file, a
         # batch job, --no-progress) the run also logs a line per checkpoint interval.
-        names = ("nnqs.training.start", "nnqs.training.fit", "nnqs.training.subspace") + (() if progress else ("nnqs.app.run.progress",))
+        names = ("nnqs.app.presets", "nnqs.app.runconfig", "nnqs.training.start", "nnqs.training.fit",
+                 "nnqs.training.subspace") + (() if progress else ("nnqs.app.run.progress",))
         with _info_from(names if comm.is_main else ()):
             result = run(config, out, resume=args.resume, overwrite=args.overwrite, extend=args.extend,
                          stop_after=args.stop_after, progress=progress, comm=comm)
@@ -252,7 +256,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"nnqs: stopped by {stopped.name} at once; continue from the last checkpoint with --resume",
                   file=sys.stderr)
         return 128 + stopped.signum
-    except (ConfigError, FCIDUMPError, CheckpointError) as error:
+    except USER_ERRORS as error:
         return _bad_input(error, comm)
     except ModuleNotFoundError as error:
         if error.name in ("pyscf", "openfermion"):

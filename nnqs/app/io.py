@@ -9,6 +9,7 @@ from typing import Callable
 import torch
 
 from hamiltonians.durable import durable_write
+from nnqs.errors import InputError
 
 
 def atomic_write(path: str | Path, write: Callable[[str], None]) -> None:
@@ -40,7 +41,7 @@ def save_checkpoint(path: str | Path, state: dict) -> None:
     atomic_write(path, write)
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputError):
     """A checkpoint file that cannot be read (truncated, garbage, not written by nnqs)."""
 
 

@@ -20,13 +20,12 @@ from nnqs.app.io import atomic_write, write_json
 from nnqs.app.report import save_figure
 from nnqs.app.trained import TrainedRun
 from nnqs.training.observables import Observables, estimate_observables
+from nnqs.training.settings import EXACT_MAX_DETERMINANTS
 
 __all__ = ["run_properties", "format_properties", "EXACT_MAX_DETERMINANTS", "DEFAULT_SAMPLES"]
 
 log = logging.getLogger(__name__)
 
-#: Spaces up to this size are enumerated (exact RDMs of the network); larger ones are sampled.
-EXACT_MAX_DETERMINANTS = 200_000
 DEFAULT_SAMPLES = 100_000
 
 

@@ -34,13 +34,12 @@ from hamiltonians.rdm import RDMs
 from nnqs.app.runconfig import RunConfig, config_from_dict, load_config
 from nnqs.app.trained import load_trained
 from nnqs.training.observables import estimate_observables
+from nnqs.training.settings import EXACT_MAX_DETERMINANTS
 
-__all__ = ["NNQSSolver", "NNQSState", "casci", "casscf", "EXACT_RDM_MAX_DETERMINANTS"]
+__all__ = ["NNQSSolver", "NNQSState", "casci", "casscf", "EXACT_MAX_DETERMINANTS"]
 
 log = logging.getLogger(__name__)
 
-#: Active spaces up to this many determinants get the network's RDMs by enumeration (no noise).
-EXACT_RDM_MAX_DETERMINANTS = 200_000
 NEWTON_MESSAGE = ("mc.newton() needs CI-Hessian products with CI vectors (contract_2e), which a network "
                   "wavefunction does not have: use mc.mc2step()")
 
@@ -71,10 +70,10 @@ class NNQSSolver:
             ``[molecule]`` only ``orbital_order``: each call fills the rest with its FCIDUMP).
         workdir: folder of the calls' run folders (default: a new temporary folder).
         warm_steps: VMC steps of a warm-started call (``ci0`` an :class:`NNQSState`); default
-            a quarter of ``[optim] steps``.
+            a quarter of ``[optim] steps`` (of the default preset's when unset).
         approx_steps: steps of :meth:`approx_kernel` (CASSCF's micro-iterations).
         rdm_samples: draws for the RDMs; ``None``: the whole space when it has at most
-            :data:`EXACT_RDM_MAX_DETERMINANTS` determinants, else 100000.
+            :data:`EXACT_MAX_DETERMINANTS` determinants, else 100000.
         rdm_mode: which connected configurations enter the RDMs (``"exact"``, ``"truncated"``,
             ``"sampled"``); default ``"exact"`` over an enumerated space (every ``x'`` is in it)
             and ``"sampled"`` past it (the RDMs of the state projected on the samples: the
@@ -98,7 +97,8 @@ class NNQSSolver:
         # of [molecule], only the network's orbital order applies to an active space
         self.orbital_order = (config.pop("molecule", None) or {}).get("orbital_order", "given")
         self.config = config
-        steps = config_from_dict({"molecule": {"fcidump": "check"}, **self.config}).optim.steps  # bad settings fail here
+        optim = config_from_dict({"molecule": {"fcidump": "check"}, **self.config}).optim  # bad settings fail here
+        steps = optim.filled().steps
         self.workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="nnqs-casci-"))
         self.warm_steps = warm_steps if warm_steps is not None else max(steps // 4, 1)
         self.approx_steps = approx_steps
@@ -111,7 +111,7 @@ class NNQSSolver:
         """Log the settings (PySCF calls it from ``mc.dump_flags``)."""
         log.info("NNQSSolver: workdir %s, warm_steps %d, approx_steps %d, RDMs %s (%s mode)", self.workdir,
                  self.warm_steps, self.approx_steps,
-                 "by enumeration up to %d determinants" % EXACT_RDM_MAX_DETERMINANTS if self.rdm_samples is None
+                 "by enumeration up to %d determinants" % EXACT_MAX_DETERMINANTS if self.rdm_samples is None
                  else f"from {self.rdm_samples} samples", self.rdm_mode or "auto")
         log.info("NNQSSolver run settings: %s", self.config or "the defaults")
 
@@ -119,7 +119,7 @@ class NNQSSolver:
     def kernel(self, h1e, eri, norb, nelec, ci0=None, ecore=0, *, steps: int | None = None, **kwargs):
         """Train on the active space; returns ``(e_tot, NNQSState)`` with ``e_tot`` including
         ``ecore``: the network's exact energy when the space has at most
-        :data:`EXACT_RDM_MAX_DETERMINANTS` determinants, else the final evaluation's estimate."""
+        :data:`EXACT_MAX_DETERMINANTS` determinants, else the final evaluation's estimate."""
         from pyscf import ao2mo
         from pyscf.fci.addons import _unpack_nelec
 
@@ -174,7 +174,7 @@ class NNQSSolver:
             trained.model.load_state_dict(state.weights)
             H = trained.system.hamiltonian
             samples, mode = self.rdm_samples, self.rdm_mode
-            if samples is None and H.n_determinants > EXACT_RDM_MAX_DETERMINANTS:
+            if samples is None and H.n_determinants > EXACT_MAX_DETERMINANTS:
                 samples = 100_000
             if mode is None:   # past enumeration the exact mode's outside amplitudes cost hours
                 mode = "exact" if samples is None else "sampled"

@@ -27,11 +27,12 @@ from nnqs.app.folder import claim_run_folder
 from nnqs.app.io import load_checkpoint, write_json
 from nnqs.app.provenance import provenance
 from nnqs.app.report import MetricsLog, write_result
-from nnqs.app.recipe import apply_recipe
+from nnqs.app.presets import log_preset, resolve
 from nnqs.app.references import reference_fields
 from nnqs.app.runconfig import ConfigError, RunConfig, check_device, config_from_dict
 from nnqs.app.signals import SignalStop, StopNow
 from nnqs.app.system import System, build_model, complete_references, run_system
+from nnqs.errors import InputError
 from nnqs.parallel.comm import LOCAL, Communicator
 from nnqs.training.convergence import variance_extrapolation
 from nnqs.training.callbacks import StopOnPlateau
@@ -103,8 +104,8 @@ def _importable(name: str) -> bool:
         return False
 
 
-def _check_resumable(config: RunConfig, state: dict, path: Path, extend: bool) -> None:
-    """The checkpoint at ``path`` is a run of this config's molecule with the same schedule."""
+def _check_resumable(config: RunConfig, state: dict, path: Path) -> None:
+    """The checkpoint at ``path`` is a run of this config's molecule."""
     saved = state.get("config", {})
     try:
         saved_molecule = config_from_dict({"molecule": saved["molecule"]}).to_dict()["molecule"]
@@ -115,7 +116,11 @@ def _check_resumable(config: RunConfig, state: dict, path: Path, extend: bool) -
     if saved.get("optim", {}).get("anchors") or state["trainer"].get("anchors") is not None:
         raise ConfigError(f"--resume: {path} is a run with anchors, which were removed; it cannot continue "
                           "without changing its numbers (start it afresh)")
-    old, new = saved.get("optim", {}).get("steps"), config.optim.steps
+
+
+def _check_steps(config: RunConfig, state: dict, path: Path, extend: bool) -> None:
+    """The checkpoint at ``path`` has this (resolved) config's steps, or ``extend`` allows more."""
+    old, new = state.get("config", {}).get("optim", {}).get("steps"), config.optim.steps
     if old != new and not extend:
         raise ConfigError(f"--resume: the checkpoint's run has steps = {old}, this config {new}; pass --extend "
                           "to change it (the learning-rate schedule is recomputed over the new total)")
@@ -128,11 +133,11 @@ def _molecule_only(molecule: dict) -> dict:
     return {k: v for k, v in molecule.items() if k not in ("dmrg", "slow_references")}
 
 
-def _read_checkpoint(config: RunConfig, ckpt_path: Path, extend: bool) -> dict:
+def _read_checkpoint(config: RunConfig, ckpt_path: Path) -> dict:
     if not ckpt_path.exists():
         raise ConfigError(f"--resume: no checkpoint at {ckpt_path}")
     state = load_checkpoint(ckpt_path, map_location="cpu")
-    _check_resumable(config, state, ckpt_path, extend)
+    _check_resumable(config, state, ckpt_path)
     return state
 
 
@@ -147,13 +152,18 @@ def _fit_start(model, config: RunConfig, system: System, H, initial_model: dict 
         return build_model(config.model, system).to(model.device)
 
     start = Start(config.start)
-    try:
-        start.check(H)   # a window that does not fit is the error's one line, before any log line
-        start.dump_flags()
-        start.kernel(model, H, hf_occupation=system.hf_occupation, order=system.order, fresh_model=fresh_model)
-    except ValueError as error:  # a CAS window that does not fit the molecule
-        raise ConfigError(f"[start] {error}") from None
+    start.dump_flags()
+    start.kernel(model, H, hf_occupation=system.hf_occupation, order=system.order, fresh_model=fresh_model)
     return {k: v.cpu() for k, v in model.state_dict().items()}, start.summary(), start.target
+
+
+def _check_start(config: RunConfig, H) -> None:
+    """A ``[start] cas`` window that does not fit the molecule: the error's one line, before any
+    log line and any work."""
+    try:
+        Start(config.start).check(H)
+    except InputError as error:
+        raise ConfigError(f"[start] {error}") from None
 
 
 def _check_memory(config: RunConfig, model, H, *, fits: bool) -> None:
@@ -233,12 +243,19 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     torch.manual_seed(config.run.seed)
     ckpt_path = out / "checkpoint.pt"
     # Read before anything is written; rank 0 reads, every rank gets it.
-    state = comm.run_on_main(lambda: _read_checkpoint(config, ckpt_path, extend)) if resume else None
+    state = comm.run_on_main(lambda: _read_checkpoint(config, ckpt_path)) if resume else None
     system = comm.run_on_main(lambda: run_system(config.molecule, out, resume=resume))
     H = system.hamiltonian.to(device=config.run.device)
-    config, recipe = apply_recipe(config, H.n_determinants, 2 * H.n_orbitals, checkpoint=state)
+    config, preset = resolve(config, H.n_determinants, 2 * H.n_orbitals, checkpoint=state)
+    if state is not None:
+        _check_steps(config, state, ckpt_path, extend)
     model = build_model(config.model, system).to(config.run.device)
     _check_memory(config, model, H, fits=not resume and config.start.mode not in ("none", "hf"))
+    if not resume:
+        _check_start(config, H)
+    if comm.is_main:   # the input checked: what runs
+        log_preset(preset)
+        config.dump_flags()
     driver = build_vmc(model, H, config.optim, config.sampler, config.local_energy, seed=config.run.seed, comm=comm)
     clock = _Clock(state)
 
@@ -268,7 +285,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     checkpoints = Checkpoints(ckpt_path, every=config.run.checkpoint_every, seconds=config.run.checkpoint_seconds,
                               target=target, comm=comm, metrics=metrics, payload=lambda: {
                                   "config": config.to_dict(), "p_hf": start_p_hf, "start": start_summary,
-                                  "recipe": recipe, "subspace": pool_dict(pool) if pool is not None else None,
+                                  "preset": preset, "subspace": pool_dict(pool) if pool is not None else None,
                                   **clock.times()})
     stop = StopOnPlateau(config.stop, last_regime_start(config.optim, config.local_energy), comm=comm,
                          energies=metrics.column("energy") if metrics else (),
@@ -293,7 +310,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     subspace = final_subspace(H, driver.state, pool, config.subspace, seed=config.run.seed) \
         if comm.world_size == 1 else {}
     result = _result(config, system, driver, {**evaluation.to_dict(), **subspace}, start_summary, start_p_hf, comm)
-    result.update({**clock.times(), "recipe": recipe, "stopped_early": converged, "wall_seconds": wall})
+    result.update({**clock.times(), "preset": preset, "stopped_early": converged, "wall_seconds": wall})
     if comm.is_main:
         result["variance_extrapolation"] = variance_extrapolation(metrics.column("energy"), metrics.column("variance"))
         write_result(out, config, result, metrics, driver.step)

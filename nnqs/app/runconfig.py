@@ -19,6 +19,8 @@ key that moved (:data:`MOVED`) names its new place::
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 import math
 import sys
 from dataclasses import dataclass, field
@@ -32,17 +34,17 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
-from nnqs.training.settings import LocalEnergyConfig, OptimConfig, SamplerConfig, StopConfig
-from nnqs.training.start import StartSettings
-from nnqs.training.subspace import SubspaceConfig
+from nnqs.app.presets import PRESET_NAMES
+from nnqs.errors import InputError
+from nnqs.training.settings import (LocalEnergyConfig, OptimConfig, SamplerConfig, StartSettings, StopConfig,
+                                    SubspaceConfig)
 from nnqs.wavefunction.config import ModelConfig
 
 
-#: ``[run] recipe`` values (:mod:`nnqs.app.recipe`).
-RECIPES = ("auto", "default", "large")
+log = logging.getLogger(__name__)
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A bad configuration: unknown key, wrong type or impossible value."""
 
 
@@ -108,9 +110,9 @@ class RunSettings:
         collective_timeout: seconds a process of a multi-process run (torchrun) waits in a
             collective for another before the job stops with an error (a rank that died ends
             the others sooner: its closed connection is noticed at once).
-        recipe: ``"auto"``, ``"default"`` or ``"large"``: settings chosen from the size of the
-            space (:mod:`nnqs.app.recipe`; ``"auto"`` = ``"large"`` past 1e6 determinants), for
-            the settings the config leaves at their defaults.
+        preset: ``"auto"`` or a preset's name (:data:`nnqs.app.presets.PRESETS`): the values of
+            the presettable settings the config leaves unset (:mod:`nnqs.app.presets`; ``"auto"``
+            picks one from the size of the space).
     """
 
     seed: int = 0
@@ -120,11 +122,11 @@ class RunSettings:
     threads: int = 0
     collective_timeout: float = 600.0
     max_memory_gib: float = 0.0
-    recipe: str = "auto"
+    preset: str = "auto"
 
     def __post_init__(self) -> None:
-        if self.recipe not in RECIPES:
-            raise ConfigError(f"[run] recipe must be one of {', '.join(map(repr, RECIPES))}, got {self.recipe!r}")
+        if self.preset not in PRESET_NAMES:
+            raise ConfigError(f"[run] preset must be one of {', '.join(map(repr, PRESET_NAMES))}, got {self.preset!r}")
         if self.checkpoint_every < 1 or self.threads < 0:
             raise ConfigError(f"[run] checkpoint_every ({self.checkpoint_every}) must be >= 1 and threads "
                               f"({self.threads}) >= 0")
@@ -153,10 +155,9 @@ def check_device(device: str) -> None:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """A run's tables, and ``given``: the ``"table.key"`` names its source wrote
-    (:func:`config_from_dict`), which the recipe (:mod:`nnqs.app.recipe`) never changes;
-    ``None`` (a config built in code) counts every setting as written. Not part of
-    :meth:`to_dict` or of equality."""
+    """A run's tables. A presettable setting (:mod:`nnqs.app.presets`) is ``None`` until the
+    run's preset fills it; any other value is the config's, from a file, the command line or
+    code alike."""
 
     molecule: MoleculeConfig
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -167,14 +168,25 @@ class RunConfig:
     stop: StopConfig = field(default_factory=StopConfig)
     subspace: SubspaceConfig = field(default_factory=SubspaceConfig)
     run: RunSettings = field(default_factory=RunSettings)
-    given: frozenset | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict:
         return {name: dataclasses.asdict(getattr(self, name)) for name in _SECTIONS}
 
-    def written(self, key: str) -> bool:
-        """Whether the config's source wrote ``key`` (``"table.key"``)."""
-        return self.given is None or key in self.given
+    def matches(self, saved: dict) -> bool:
+        """Whether ``saved`` (a run's effective config as saved, e.g. ``result.json``'s
+        ``config``) is a run of this config: every setting this config sets has the saved value
+        (those it leaves unset are the preset's, which the molecule's space decides)."""
+        if not isinstance(saved, dict):
+            return False
+        mine = json.loads(json.dumps(self.to_dict()))   # tuples as JSON lists
+        return all(isinstance(saved.get(section), dict) and key in saved[section] and saved[section][key] == value
+                   for section, table in mine.items() for key, value in table.items() if value is not None)
+
+    def dump_flags(self, logger: logging.Logger | None = None) -> None:
+        """Log every setting of the run, one line per table (``[optim] steps = 700, lr = 0.1,
+        ...``), as PySCF's ``dump_flags`` does; a run logs them once its preset is resolved."""
+        for name, table in self.to_dict().items():
+            (logger or log).info("[%s] %s", name, ", ".join(f"{k} = {v}" for k, v in table.items()))
 
     def replace(self, section: str, **changes) -> "RunConfig":
         """A copy with ``changes`` applied to one table (e.g. ``replace("optim", steps=10)``)."""
@@ -185,14 +197,6 @@ class RunConfig:
         except ValueError as error:  # the training and wavefunction settings raise ValueError
             raise ConfigError(f"[{section}] {error}") from None
         return dataclasses.replace(self, **{section: table})
-
-    def override(self, section: str, **changes) -> "RunConfig":
-        """:meth:`replace`, the changed keys counted as written by the config's source (the command
-        line's ``--steps`` is then the file's ``[optim] steps``: the recipe leaves both alone)."""
-        config = self.replace(section, **changes)
-        if self.given is None:
-            return config
-        return dataclasses.replace(config, given=self.given | {f"{section}.{key}" for key in changes})
 
 
 _SECTIONS = {
@@ -227,6 +231,7 @@ MOVED = {
     "optim.weights": "sampler.weights",
     "optim.stop_window": "stop.window",
     "optim.stop_tolerance": "stop.tolerance",
+    "run.recipe": "run.preset",
 }
 #: Keys that were removed, with the reason.
 REMOVED = {
@@ -255,6 +260,11 @@ def _build(section: str, cls, values: dict):
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{section}.{key} must be a finite number, got {value!r}")
         default = known[key].default
+        if default is None:   # a presettable setting: unset (None) or of the type of its default preset's value
+            if value is None:
+                converted[key] = value
+                continue
+            default = getattr(cls, "DEFAULTS", {}).get(key)
         expected = type(default) if default is not dataclasses.MISSING and default is not None else None
         if expected in (int, float, str, bool):
             ok = isinstance(value, expected) and not (expected is not bool and isinstance(value, bool))
@@ -279,9 +289,7 @@ def config_from_dict(data: dict) -> RunConfig:
         raise ConfigError(f"unknown table(s) {unknown}; known: {sorted(_SECTIONS)}")
     if "molecule" not in data:
         raise ConfigError("the config needs a [molecule] table")
-    given = frozenset(f"{name}.{key}" for name in _SECTIONS if isinstance(data.get(name), dict) for key in data[name])
-    return RunConfig(**{name: _build(name, cls, data[name]) for name, cls in _SECTIONS.items() if name in data},
-                     given=given)
+    return RunConfig(**{name: _build(name, cls, data[name]) for name, cls in _SECTIONS.items() if name in data})
 
 
 def load_config(path: str | Path) -> RunConfig:

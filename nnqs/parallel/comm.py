@@ -19,10 +19,12 @@ from typing import Any, TypeVar
 
 import torch
 
+from nnqs.errors import ResourceError
+
 T = TypeVar("T")
 
 
-class RankLostError(RuntimeError):
+class RankLostError(ResourceError):
     """Another rank of the job is gone (died, killed, or timed out in a collective)."""
 
 

@@ -106,6 +106,8 @@ class VMC(Driver):
     """
 
     def __init__(self, H: MolecularHamiltonian, state: VariationalState, optim: OptimConfig) -> None:
+        optim = optim.filled()
+        assert optim.lr is not None and optim.steps is not None   # filled
         self.H, self.state, self.optim_cfg = H, state, optim
         model = state.model
         self.preconditioners = preconditioners(optim)

@@ -11,9 +11,8 @@ import torch
 from nnqs.training.estimators import (estimate_energy, evaluate_local_energies, exact_variational_energy,
                                      sample_space_energy)
 from nnqs.training.driver import VMC
+from nnqs.training.settings import EXACT_MAX_DETERMINANTS
 
-#: Largest determinant space for which the exact variational energy is also computed.
-EXACT_ENERGY_MAX_DETERMINANTS = 200_000
 #: The local energies are repeated in exact mode (the truncation's bias on the same samples)
 #: when the samples have at most this many excitations in all: the cost is the amplitudes of
 #: up to that many connected configurations.
@@ -28,7 +27,7 @@ class FinalEvaluation:
         energy, energy_stderr, variance: the estimate on the evaluation sample, fine local energies.
         local_energy: their mode; kept_fraction: the share of connections that entered.
         energy_exact_variational: ``<psi|H|psi>`` over the whole space (``None`` beyond
-            :data:`EXACT_ENERGY_MAX_DETERMINANTS`).
+            :data:`nnqs.training.settings.EXACT_MAX_DETERMINANTS`).
         truncation_bias_mha: truncated minus exact local energies' estimate on the same
             samples, in mHa (``None`` unless truncated and within :data:`BIAS_CHECK_MAX_EXCITATIONS`).
         sample_space_energy: the energy of the network projected on the evaluation's unique
@@ -79,7 +78,7 @@ def final_evaluation(driver: VMC, hf_tokens: torch.Tensor, n_samples: int | None
                                                  amplitudes=state.local_energy_cfg.amplitudes, comm=comm)
         bias = 1e3 * (est.energy - estimate_energy(exact_mode.e_loc, evaluation.weights, batch.n_samples, comm).energy)
     exact = None
-    if H.n_determinants <= EXACT_ENERGY_MAX_DETERMINANTS:
+    if H.n_determinants <= EXACT_MAX_DETERMINANTS:
         exact = comm.run_on_main(lambda: exact_variational_energy(model, H))
     return FinalEvaluation(
         energy=est.energy, energy_stderr=est.stderr, variance=est.variance, local_energy=mode,

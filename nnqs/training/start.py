@@ -20,18 +20,18 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
 from hamiltonians.ci import CIState, cas_window, casci, cisd, cisd_cas, selected_ci
 from nnqs.training.fit import fit_hf, fit_to_state
+from nnqs.errors import InputError
+from nnqs.training.settings import StartSettings
 from nnqs.wavefunction.tokens import occupations_to_tokens
 
 log = logging.getLogger(__name__)
 
-MODES = ("sci", "auto", "cisd", "casci", "cisd_cas", "hf", "none")
 #: ``mode = "auto"``: CISD when its HF weight ``|c_HF|^2`` is at least this, else CISD+CAS.
 AUTO_HF_WEIGHT = 0.85
 #: ``mode = "auto"``'s active space when ``cas`` is not given: CAS(6, 6) (or smaller).
@@ -40,79 +40,6 @@ AUTO_CAS = (6, 6)
 SCI_MIN_GROWTH = 2
 
 
-@dataclass(frozen=True)
-class StartSettings:
-    """The start (the run config's ``[start]`` table).
-
-    Attributes:
-        mode: the target. ``"sci"``: the ``"auto"`` state grown by CIPSI steps
-            (:func:`hamiltonians.ci.selected_ci`) to ``sci_determinants``, or to twice its size
-            where it is already larger. ``"auto"``: CISD when HF carries at least
-            :data:`AUTO_HF_WEIGHT` of it, else the ground state in the union of CISD and
-            CAS(``cas``, default CAS(6, 6) or the largest that fits). ``"cisd"``, ``"casci"``
-            (CASCI(``cas``)), ``"cisd_cas"`` (the union of both spaces), ``"hf"`` (fit
-            ``-log p(HF)`` until ``p(HF)`` reaches ``hf_target``) or ``"none"`` (no start).
-        cas: ``[n_electrons, n_orbitals]``, the active space of ``"casci"`` and ``"cisd_cas"``
-            (and of ``"auto"`` and ``"sci"`` when given), around the Fermi level in the
-            energy-ordered orbitals; a given window that does not fit the molecule is an error
-            before the start begins, whether or not ``"auto"`` would have used it.
-        hf_target: the ``p(HF)`` target of ``mode = "hf"``.
-        steps: at most this many Adam steps of the amplitude fit (of a CI target; ``"hf"`` takes
-            up to 500 steps at 0.01, :func:`nnqs.training.fit.fit_hf`).
-        lr: the amplitude fit's learning rate (of a CI target).
-        max_determinants: the amplitude fit uses the target's this many largest determinants
-            (0 = all), which bounds its cost on large CI spaces.
-        tail: with ``max_determinants``, also draw this many of the other determinants per fit
-            step by their weight, so the fit learns the weight outside the largest instead of
-            dropping it (an unbiased estimate of the whole target's cross-entropy).
-        sci_determinants: the size of ``mode = "sci"``'s selected-CI space.
-        min_fidelity: a fit that ends below this fidelity is repeated from a freshly
-            initialised network (when :meth:`Start.kernel` is given a factory), and the better
-            of the two is kept.
-        phase_steps: Adam steps of the phase fit, which runs first (0 = none).
-        phase_determinants: the phase fit uses the target's this many largest determinants.
-        phase_lr: the phase fit's peak learning rate (cosine decay to 1 %).
-        phase_warmup: the phase fit's learning rate rises linearly over this many first steps.
-        phase_patience: a phase loss 10x above its best for this many steps running sends the
-            fit back to its best parameters at half the rate (0 = never).
-    """
-
-    mode: str = "sci"
-    cas: tuple[int, ...] = ()
-    hf_target: float = 0.9
-    steps: int = 1000
-    lr: float = 3e-3
-    max_determinants: int = 1024
-    tail: int = 512
-    sci_determinants: int = 8192
-    min_fidelity: float = 0.5
-    phase_steps: int = 3000
-    phase_determinants: int = 8192
-    phase_lr: float = 1e-2
-    phase_warmup: int = 300
-    phase_patience: int = 100
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(repr(m) for m in MODES)}, got {self.mode!r}")
-        malformed = len(self.cas) != 2 or not all(type(x) is int and x >= 1 for x in self.cas)
-        if malformed and (self.cas or self.mode in ("casci", "cisd_cas")):
-            raise ValueError(f"mode = {self.mode!r} needs cas = [n_electrons, n_orbitals] "
-                             f"(two positive integers), got {list(self.cas)}")
-        if not 0 <= self.hf_target < 1 or not 0 <= self.min_fidelity < 1:
-            raise ValueError(f"hf_target ({self.hf_target}) and min_fidelity ({self.min_fidelity}) must lie in [0, 1)")
-        counts = {k: getattr(self, k) for k in ("steps", "max_determinants", "tail", "phase_steps",
-                                                 "phase_warmup", "phase_patience")}
-        if any(v < 0 for v in counts.values()) or self.sci_determinants < 1 or self.phase_determinants < 1:
-            raise ValueError(f"{counts} must be >= 0, sci_determinants ({self.sci_determinants}) and "
-                             f"phase_determinants ({self.phase_determinants}) >= 1")
-        if not (self.lr > 0 and self.phase_lr > 0):
-            raise ValueError(f"lr ({self.lr}) and phase_lr ({self.phase_lr}) must be > 0")
-
-    @property
-    def fits_ci(self) -> bool:
-        """Whether the target is a CI state (not HF alone, not none)."""
-        return self.mode not in ("hf", "none")
 
 
 class Start:
@@ -143,13 +70,13 @@ class Start:
         log.info("start: %s", fields)
 
     def check(self, H) -> None:
-        """Raise ``ValueError`` now, before any work, for a ``cas`` window that does not fit ``H``
-        (in a mode that can use one)."""
+        """Raise :class:`nnqs.errors.InputError` now, before any work, for a ``cas`` window that
+        does not fit ``H`` (in a mode that can use one)."""
         if self.settings.cas and self.settings.mode in ("auto", "sci", "casci", "cisd_cas"):
             try:
                 cas_window(H.n_orbitals, H.n_alpha, H.n_beta, *self.settings.cas)
             except ValueError as error:
-                raise ValueError(f"cas: {error}") from None
+                raise InputError(f"cas: {error}") from None
 
     def kernel(self, model, H, *, hf_occupation: torch.Tensor, order: list[int],
                fresh_model: Callable[[], torch.nn.Module] | None = None) -> float | None:

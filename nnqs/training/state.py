@@ -66,13 +66,16 @@ class VariationalState:
 
     def __init__(self, model: TransformerWavefunction, sampler: SamplerConfig,
                  local_energy: LocalEnergyConfig | None = None, *, seed: int = 0, comm: Communicator = LOCAL) -> None:
+        sampler = sampler.filled()
+        assert sampler.n_samples is not None and sampler.weights is not None   # filled
         self.model, self.sampler_cfg, self.comm = model, sampler, comm
-        self.local_energy_cfg = local_energy or LocalEnergyConfig()
+        self.local_energy_cfg = (local_energy or LocalEnergyConfig()).filled()
         self.generator = torch.Generator(device=model.device).manual_seed(seed)
         self.draw_generator = torch.Generator(device=model.device).manual_seed(seed + 2**31)
         self.window = (UniqueWindow(sampler.unique_window[0], sampler.unique_window[1], factor=sampler.factor)
                        if sampler.unique_window else None)
-        self.n_samples = sampler.n_samples
+        self.n_samples: int = sampler.n_samples
+        self.weights: str = sampler.weights   # the steps' weights (the final evaluation weighs by counts)
 
     # -- sampling ------------------------------------------------------------------------
     def sample(self, n_samples: int | None = None) -> SampleBatch:
@@ -134,7 +137,7 @@ class VariationalState:
                                          amplitudes=cfg.amplitudes, draws=cfg.draws, generator=self.draw_generator,
                                          comm=self.comm)
         seconds = time.perf_counter() - start
-        w = sample_weights(batch, weights or self.sampler_cfg.weights, self.comm).to(result.e_loc.device)
+        w = sample_weights(batch, weights or self.weights, self.comm).to(result.e_loc.device)
         estimate = estimate_energy(result.e_loc, w, batch.n_samples, self.comm, result.draw_variance)
         return Evaluation(log_psi, w, estimate, result, seconds)
 

@@ -29,6 +29,7 @@ import torch
 from hamiltonians.ci import CIState
 from nnqs.training.driver import Driver
 from nnqs.training.fit import fit_to_state
+from nnqs.training.settings import SubspaceConfig
 from nnqs.training.state import VariationalState
 from nnqs.wavefunction.tokens import occupations_to_tokens, tokens_to_occupations
 
@@ -44,57 +45,6 @@ def subspace_ground_state(H, dets, *, v0=None):
     from hamiltonians.subspace import subspace_ground_state as ground_state
 
     return ground_state(H, dets, v0=v0)
-
-
-@dataclass(frozen=True)
-class SubspaceConfig:
-    """The subspace loop and its PT2 (the run config's ``[subspace]`` table).
-
-    Attributes:
-        cycles: cycles of the loop before the VMC steps (0: no loop).
-        n_samples: draws from the network per cycle (BAS; the unique ones join the pool).
-        pool: most determinants in the pool; past it the largest ``|c|`` are kept.
-        extend: outside determinants added per cycle, those with the largest
-            ``|<a|H|psi_pool>|`` (0: none; the pool then grows only by the network's samples).
-        fit_steps, fit_lr, fit_determinants, fit_tail, phase_steps: the fit of the network to the
-            pool's eigenvector each cycle (:func:`nnqs.training.fit.fit_to_state`: amplitude
-            steps, their learning rate, the largest determinants per step, the tail drawn per
-            step, the phase steps before them); ``fit_steps = 0``: no fit.
-        pt2: the PT2 on the best pool at the end: ``"auto"`` (deterministic up to
-            ``pt2_exact_max`` determinants, else semistochastic), ``"deterministic"``,
-            ``"semistochastic"`` or ``"none"``.
-        pt2_exact_max: the largest pool ``"auto"`` sums deterministically.
-        pt2_deterministic, pt2_draws, pt2_batches: the semistochastic PT2's deterministic part
-            (largest ``|c|``), draws per batch and batches.
-        final_samples: draws from the trained network merged into the best pool at the end of
-            the run (its subspace energy, :func:`subspace_energy`); 0: none.
-    """
-
-    cycles: int = 0
-    n_samples: int = 100_000
-    pool: int = 50_000
-    extend: int = 5_000
-    fit_steps: int = 200
-    fit_lr: float = 3e-3
-    fit_determinants: int = 1024
-    fit_tail: int = 512
-    phase_steps: int = 300
-    pt2: str = "auto"
-    pt2_exact_max: int = 20_000
-    pt2_deterministic: int = 2_000
-    pt2_draws: int = 2_000
-    pt2_batches: int = 10
-    final_samples: int = 100_000
-
-    def __post_init__(self) -> None:
-        if min(self.cycles, self.extend, self.fit_steps, self.phase_steps, self.final_samples) < 0:
-            raise ValueError("cycles, extend, fit_steps, phase_steps and final_samples must be >= 0")
-        if self.n_samples < 1 or self.pool < 1 or self.fit_determinants < 1 or self.fit_tail < 0:
-            raise ValueError("n_samples, pool and fit_determinants must be >= 1 and fit_tail >= 0")
-        if self.pt2 not in ("auto", "deterministic", "semistochastic", "none"):
-            raise ValueError(f"pt2 must be 'auto', 'deterministic', 'semistochastic' or 'none', got {self.pt2!r}")
-        if self.pt2_draws < 2 or self.pt2_batches < 2 or self.pt2_deterministic < 0 or self.pt2_exact_max < 0:
-            raise ValueError("pt2_draws and pt2_batches must be >= 2, pt2_deterministic and pt2_exact_max >= 0")
 
 
 @dataclass
@@ -155,7 +105,7 @@ class SubspaceDriver(Driver):
     """
 
     def __init__(self, H, state: VariationalState, config: SubspaceConfig, start_space: CIState | SubspaceState) -> None:
-        self.H, self.state, self.config = H, state, config
+        self.H, self.state, self.config = H, state, config.filled()
         self.pool = subspace_ground_state(H, start_space.dets, v0=start_space.coefficients)
         self.best = self.pool
         self.step = 0

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from nnqs.wavefunction.tokens import ElectronConstraint
+from nnqs.errors import InputError
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 
@@ -48,16 +49,16 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if self.d_model < 1 or self.n_layers < 1 or self.n_heads < 1 or self.mlp_ratio < 1:
-            raise ValueError("d_model, n_layers, n_heads and mlp_ratio must be positive")
+            raise InputError("d_model, n_layers, n_heads and mlp_ratio must be positive")
         if self.d_model % self.n_heads:
-            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+            raise InputError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         kv = self.kv_heads
         if kv < 1 or self.n_heads % kv:
-            raise ValueError(f"n_kv_heads={kv} must be positive and divide n_heads={self.n_heads}")
+            raise InputError(f"n_kv_heads={kv} must be positive and divide n_heads={self.n_heads}")
         if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {self.dtype!r}")
+            raise InputError(f"dtype must be one of {tuple(DTYPES)}, got {self.dtype!r}")
         if any(int(h) < 1 for h in self.phase_hidden):
-            raise ValueError(f"phase_hidden widths must be positive, got {list(self.phase_hidden)}")
+            raise InputError(f"phase_hidden widths must be positive, got {list(self.phase_hidden)}")
         object.__setattr__(self, "phase_hidden", tuple(int(h) for h in self.phase_hidden))
 
     @property

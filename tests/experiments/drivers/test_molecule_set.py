@@ -6,7 +6,6 @@ import pytest
 
 from experiments import common
 from experiments.drivers import molecule_set
-from nnqs.app.recipe import saved_by
 
 
 @pytest.fixture(autouse=True)
@@ -21,7 +20,7 @@ def test_the_set_runs_the_defaults_and_writes_its_table(tmp_path):
     result = json.loads((out / "h2" / "result.json").read_text())
     # Nothing but the molecule (and the shorter schedule) differs from the defaults.
     expected = common.default_config(common.molecule_set()["h2"][1], steps=3)
-    assert saved_by(expected, result["config"], result["recipe"])
+    assert expected.matches(result["config"])
     assert result["config"]["local_energy"]["coarse_steps"] == 0
     assert rows[0]["nnqs_error_mha"] == pytest.approx(result["error_vs_fci_mha"])
     assert rows[0]["cpu_minutes"] == pytest.approx(result["cpu_seconds"] / 60) and result["cpu_seconds"] > 0
@@ -61,7 +60,7 @@ def test_a_candidate_recipe_is_the_defaults_with_the_changes_named(tmp_path, cap
     result = json.loads((out / "h2" / "result.json").read_text())
     expected = common.default_config(common.molecule_set()["h2"][1], steps=3).replace(
         "start", mode="auto").replace("sampler", unique_window=(2, 8))
-    assert saved_by(expected, result["config"], result["recipe"]) and rows[0]["steps"] == 3
+    assert expected.matches(result["config"]) and rows[0]["steps"] == 3
     settings = json.loads((out / "molecule_set.json").read_text())["settings"]
     assert settings["start"]["mode"] == "auto" and settings["sampler"]["unique_window"] == [2, 8]
     for bad in ("start.mode", "optim.no_such_field=1", "mode=sci", "optim.pretrain=sci", "optim.anchors=64"):

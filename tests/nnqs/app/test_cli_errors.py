@@ -154,3 +154,33 @@ def test_a_run_that_cannot_fit_in_memory_stops_before_its_start(tmp_path):
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert "a step needs about" in lines[0] and "max_memory_gib" in lines[0] and "0.00 GiB available" in lines[0]
     assert not (tmp_path / "o" / "checkpoint.pt").exists()
+
+
+def test_user_errors_share_one_base_and_other_errors_are_bugs(tmp_path, monkeypatch, capsys):
+    """An :class:`~nnqs.errors.InputError` is one line and exit 2; any other exception (a bug) is
+    not relabelled as bad input: it propagates with its traceback (the interpreter's exit 1)."""
+    from hamiltonians import FCIDUMPError
+    from nnqs.app import cli, run as run_module
+    from nnqs.app.folder import FolderInUse
+    from nnqs.app.io import CheckpointError
+    from nnqs.app.runconfig import ConfigError
+    from nnqs.errors import InputError, NNQSError, ResourceError
+    from nnqs.parallel import RankLostError
+
+    assert all(issubclass(e, InputError) for e in (ConfigError, CheckpointError, FolderInUse))
+    assert issubclass(RankLostError, ResourceError) and issubclass(InputError, NNQSError)
+    assert set(cli.USER_ERRORS) == {InputError, FCIDUMPError}
+
+    def broken(*args, **kwargs):
+        raise ValueError("a bug deep in the run")
+
+    monkeypatch.setattr(run_module, "run", broken)
+    with pytest.raises(ValueError, match="a bug deep"):
+        cli.main(["run", config(tmp_path), "--out", str(tmp_path / "out"), "--no-progress"])
+
+    def bad_input(*args, **kwargs):
+        raise ConfigError("[optim] steps: the user's mistake")
+
+    monkeypatch.setattr(run_module, "run", bad_input)
+    assert cli.main(["run", config(tmp_path), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == ["nnqs: error: [optim] steps: the user's mistake"]

@@ -9,6 +9,7 @@ import torch
 from hamiltonians import from_pyscf, write_fcidump
 from nnqs.app.io import load_checkpoint, save_checkpoint
 from nnqs.app.provenance import provenance
+from nnqs.app.presets import resolve
 from nnqs.app.run import run
 from nnqs.app.runconfig import ConfigError, config_from_dict
 from nnqs.training.settings import last_regime_start
@@ -48,7 +49,7 @@ def test_result_json_records_the_code_and_the_effective_config(tmp_path):
     here = provenance()
     assert saved["provenance"] == here and saved["provenance"]["version"]
     assert here["commit"] is None or len(here["commit"]) == 40
-    resolved = config.replace("local_energy", coarse_steps=0)   # what the recipe left to it (nnqs.app.recipe)
+    resolved, _ = resolve(config, 4, 4)   # what the preset filled (nnqs.app.presets)
     effective = json.loads(json.dumps(resolved.to_dict()))   # tuples as JSON lists
     assert saved["config"] == effective and config_from_dict(saved["config"]) == resolved
     assert saved["config"]["start"]["phase_steps"] == 3000 and saved["config"]["local_energy"]["mode"] == "truncated"

@@ -45,10 +45,27 @@ def test_a_moved_key_names_its_new_place(old):
 
 def test_one_table_per_concept():
     tables = ["molecule", "model", "sampler", "start", "local_energy", "optim", "stop", "subspace", "run"]
-    assert list(RunConfig.__dataclass_fields__) == tables + ["given"]   # and what the source wrote
+    assert list(RunConfig.__dataclass_fields__) == tables   # and nothing else: no record of what the source wrote
     assert list(config_from_dict({"molecule": H2}).to_dict()) == tables
     config = config_from_dict({"molecule": H2, "start": {"mode": "cisd", "phase_steps": 10},
                                "local_energy": {"mode": "exact"}, "stop": {"window": 4},
                                "sampler": {"weights": "psi2"}})
     assert (config.start.mode, config.start.phase_steps, config.local_energy.mode, config.stop.window,
             config.sampler.weights) == ("cisd", 10, "exact", 4, "psi2")
+
+
+def test_dump_flags_logs_every_setting_one_line_per_table(caplog):
+    import logging
+
+    from nnqs.app.runconfig import config_from_dict
+
+    config = config_from_dict({"molecule": {"geometry": "H 0 0 0; H 0 0 1"}, "optim": {"steps": 12, "lr": 0.5}})
+    with caplog.at_level(logging.INFO, logger="nnqs.app.runconfig"):
+        config.dump_flags()
+    lines = [r.getMessage() for r in caplog.records]
+    assert [line.split("]")[0] + "]" for line in lines] == [f"[{name}]" for name in config.to_dict()]
+    optim = next(line for line in lines if line.startswith("[optim]"))
+    assert "steps = 12" in optim and "lr = 0.5" in optim and "method = None" in optim   # unset until the preset
+    for name, table in config.to_dict().items():
+        line = next(line for line in lines if line.startswith(f"[{name}]"))
+        assert all(f"{key} = " in line for key in table)
