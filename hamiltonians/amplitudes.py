@@ -1,11 +1,19 @@
-"""Known amplitudes: configurations whose ``log psi`` is already computed, looked up by key.
+"""Amplitude sources: where the ``log psi`` of configurations outside a batch comes from.
 
-One :class:`AmplitudeTable` serves every place a local energy reuses amplitudes instead of
-asking the network again: other processes' samples (they count as sampled, like the batch's
-own rows) and the connected configurations outside the samples that the processes evaluated
-once between them. :func:`hamiltonians.local_energy` takes one as ``lookup``; its
-:meth:`AmplitudeTable.log_psi_fn` turns it into the ``occ' -> log psi`` callback with a
-fallback for configurations it lacks.
+A local energy (:func:`hamiltonians.local_energy`) needs the amplitudes of connected ``x'``
+that are not in its batch. It asks one :data:`AmplitudeSource`, ``(occ' [M, 2N], parent [M])
+-> complex log psi [M]``, where ``parent`` indexes the batch row ``x'`` is connected to (a
+model may reuse what it computed for that row, e.g. its KV cache). The sources:
+
+* :func:`full_pass`: a ``occ' -> log psi`` function (a network's full pass) in chunks;
+* :func:`from_parents`: a ``(occ', parent) -> log psi`` function in chunks (the KV-cache
+  branch decoding of :mod:`nnqs.wavefunction.branching` is one);
+* :meth:`AmplitudeTable.source`: known amplitudes looked up by packed key, with another source
+  for the configurations the table lacks (the outside ``x'`` several processes evaluated once
+  between them).
+
+An :class:`AmplitudeTable` also serves as a local energy's ``lookup``: more configurations with
+known amplitudes (another process's samples) that count as part of the batch.
 """
 
 from __future__ import annotations
@@ -16,7 +24,50 @@ import torch
 
 from hamiltonians.determinants import lookup_keys, pack_occupations, unique_keys, unpack_keys
 
-__all__ = ["AmplitudeTable"]
+__all__ = ["AmplitudeTable", "AmplitudeSource", "full_pass", "from_parents", "evaluate_in_chunks", "DEFAULT_PSI_CHUNK"]
+
+#: ``(occ' [M, 2N], parent [M]) -> complex log psi [M]`` (see the module docstring).
+AmplitudeSource = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+#: Configurations per call of a network (larger chunks spill the activations out of the CPU's cache).
+DEFAULT_PSI_CHUNK = 1024
+
+
+def evaluate_in_chunks(fn, occ: torch.Tensor, psi_chunk: int = DEFAULT_PSI_CHUNK,
+                       parent: torch.Tensor | None = None) -> torch.Tensor:
+    """``fn(occ)`` (or ``fn(occ, parent)``) over ``occ`` ``[M, 2N]`` in chunks of ``psi_chunk``
+    rows, without gradients: the one chunked evaluator of amplitudes; ``[M]``."""
+    outs = []
+    with torch.no_grad():
+        for s in range(0, occ.shape[0], psi_chunk):
+            args = (occ[s : s + psi_chunk],) if parent is None else (occ[s : s + psi_chunk], parent[s : s + psi_chunk])
+            out = torch.as_tensor(fn(*args))
+            if out.shape != (min(psi_chunk, occ.shape[0] - s),):
+                raise ValueError(f"log_psi_fn must return shape [M], got {tuple(out.shape)}")
+            outs.append(out)
+    if not outs:
+        return torch.empty(0, dtype=torch.complex128)
+    return torch.cat(outs)
+
+
+def full_pass(log_psi_fn: Callable[[torch.Tensor], torch.Tensor],
+              psi_chunk: int = DEFAULT_PSI_CHUNK) -> AmplitudeSource:
+    """The source that calls ``log_psi_fn(occ')`` (e.g. a network's full pass) in chunks of
+    ``psi_chunk`` rows; the parents are not used."""
+
+    def source(occ: torch.Tensor, parent: torch.Tensor) -> torch.Tensor:
+        return evaluate_in_chunks(log_psi_fn, occ, psi_chunk)
+
+    return source
+
+
+def from_parents(connected_log_psi_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                 psi_chunk: int = DEFAULT_PSI_CHUNK) -> AmplitudeSource:
+    """The source that calls ``connected_log_psi_fn(occ', parent)`` in chunks of ``psi_chunk`` rows."""
+
+    def source(occ: torch.Tensor, parent: torch.Tensor) -> torch.Tensor:
+        return evaluate_in_chunks(connected_log_psi_fn, occ, psi_chunk, parent.to(occ.device))
+
+    return source
 
 
 class AmplitudeTable:
@@ -63,18 +114,19 @@ class AmplitudeTable:
             return where
         return torch.where(where >= 0, row[where.clamp(min=0)], where)
 
-    def log_psi_fn(self, fallback: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
-        """``occ' [B, 2N] -> log psi [B]``: from the table where it has the row, else ``fallback``
-        (called once, on the missing rows only)."""
+    def source(self, fallback: AmplitudeSource) -> AmplitudeSource:
+        """The :data:`AmplitudeSource` that looks each ``x'`` up in the table and asks
+        ``fallback`` (once, with their parents) for the ones it lacks."""
 
-        def fn(occ: torch.Tensor) -> torch.Tensor:
+        def source(occ: torch.Tensor, parent: torch.Tensor) -> torch.Tensor:
             where = self.find(occ)
             out = torch.zeros(occ.shape[0], dtype=self.log_psi.dtype, device=self.log_psi.device)
             found = where >= 0
             out[found] = self.log_psi[where[found]]
             missing = ~found
             if bool(missing.any()):
-                out[missing] = fallback(occ[missing.to(occ.device)]).to(out.device, out.dtype)
+                rows = missing.to(occ.device)
+                out[missing] = fallback(occ[rows], parent[missing.to(parent.device)]).to(out.device, out.dtype)
             return out
 
-        return fn
+        return source

@@ -22,15 +22,18 @@ Four modes:
   each row's draw variance is also estimated from its own draws, without bias
   (``LocalEnergyResult.draw_variance``), so that an energy's error bar can count the draws' noise.
 
-The amplitudes of ``x'`` outside the batch come from ``log_psi_fn(occ')``, or, when given,
-from ``connected_log_psi_fn(occ', parent)``, where ``parent`` is a row of the batch that
-``x'`` is connected to (a model can then reuse what it computed for that row, e.g. its KV cache).
+The amplitudes of ``x'`` outside the batch come from one amplitude source
+(:data:`hamiltonians.amplitudes.AmplitudeSource`, ``(occ', parent) -> log psi``; ``parent`` is
+a row of the batch that ``x'`` is connected to): a network's full pass
+(:func:`~hamiltonians.amplitudes.full_pass` of ``log_psi_fn``, the default), its KV-cache branch
+decoding, or a table of amplitudes computed elsewhere; the kernel only gathers the outside
+``x'``, makes them unique and asks the source once per flush (:class:`_Outside`).
 
 The connections come from :meth:`MolecularHamiltonian.screened_connections`, which drops the
 ones a mode does not need inside the kernel (the semistochastic mode's, with the draws, from
 :meth:`MolecularHamiltonian.semistochastic_connections`). Memory is bounded by ``chunk`` (connected
 elements held at once; outside ``x'`` are gathered up to ``4 * chunk`` before they are
-evaluated) and ``psi_chunk`` (configurations per ``log_psi_fn`` call).
+evaluated); the full-pass source evaluates ``psi_chunk`` configurations per call.
 """
 
 from __future__ import annotations
@@ -43,22 +46,19 @@ from typing import Callable
 
 import torch
 
-from hamiltonians.amplitudes import AmplitudeTable
+from hamiltonians.amplitudes import DEFAULT_PSI_CHUNK, AmplitudeSource, AmplitudeTable, evaluate_in_chunks, full_pass
 from hamiltonians.determinants import as_occupation, unique_keys, unpack_keys
 
 __all__ = ["LocalEnergyResult", "local_energy", "evaluate_in_chunks", "draw_by_magnitude",
-           "semistochastic_variance", "MODES"]
+           "semistochastic_variance", "MODES", "DEFAULT_PSI_CHUNK"]
 
 logger = logging.getLogger(__name__)
 
 MODES = ("exact", "truncated", "sampled", "semistochastic")
 #: Connections with ``|H_xx'|`` at most this are skipped (see :func:`local_energy`'s ``eps``).
 DEFAULT_EPS = 1e-12
-#: Configurations per ``log_psi_fn`` call (see :func:`local_energy`'s ``psi_chunk``).
-DEFAULT_PSI_CHUNK = 1024
 
 LogPsiFn = Callable[[torch.Tensor], torch.Tensor]
-ConnectedLogPsiFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 @dataclass
@@ -103,23 +103,6 @@ class LocalEnergyResult:
         return self.n_kept / self.n_connected if self.n_connected else 1.0
 
 
-def evaluate_in_chunks(fn, occ: torch.Tensor, psi_chunk: int = DEFAULT_PSI_CHUNK,
-                       parent: torch.Tensor | None = None) -> torch.Tensor:
-    """``fn(occ)`` (or ``fn(occ, parent)``) over ``occ`` ``[M, 2N]`` in chunks of ``psi_chunk``
-    rows, without gradients: the one chunked evaluator of amplitudes; ``[M]``."""
-    outs = []
-    with torch.no_grad():
-        for s in range(0, occ.shape[0], psi_chunk):
-            args = (occ[s : s + psi_chunk],) if parent is None else (occ[s : s + psi_chunk], parent[s : s + psi_chunk])
-            out = torch.as_tensor(fn(*args))
-            if out.shape != (min(psi_chunk, occ.shape[0] - s),):
-                raise ValueError(f"log_psi_fn must return shape [M], got {tuple(out.shape)}")
-            outs.append(out)
-    if not outs:
-        return torch.empty(0, dtype=torch.complex128)
-    return torch.cat(outs)
-
-
 def local_energy(
     H,
     occ: torch.Tensor,
@@ -128,14 +111,13 @@ def local_energy(
     mode: str = "exact",
     log_psi_x: torch.Tensor | None = None,
     threshold: float = 0.0,
-    connected_log_psi_fn: ConnectedLogPsiFn | None = None,
-    chunk: int | None = None,
-    psi_chunk: int = DEFAULT_PSI_CHUNK,
-    eps: float = DEFAULT_EPS,
-    kernel: str = "auto",
+    amplitudes: AmplitudeSource | None = None,
     lookup: AmplitudeTable | None = None,
     draws: int = 0,
     generator: torch.Generator | None = None,
+    chunk: int | None = None,
+    eps: float = DEFAULT_EPS,
+    kernel: str = "auto",
 ) -> LocalEnergyResult:
     """Local energies of a batch of determinants.
 
@@ -143,31 +125,30 @@ def local_energy(
         H: a :class:`hamiltonians.MolecularHamiltonian` (its device and dtype are used).
         occ: occupations ``[B, 2N]`` (any integer/bool dtype); rows are normally unique,
             duplicates are allowed (each gets its own E_loc).
-        log_psi_fn: ``occ'[M, 2N] -> complex log psi [M]``; called with ``occ``'s dtype and
-            device, under ``torch.no_grad()``. Needed in exact mode, and in sampled mode
-            only when ``log_psi_x`` is not given.
+        log_psi_fn: ``occ'[M, 2N] -> complex log psi [M]`` (a network's full pass), called with
+            ``occ``'s dtype and device, under ``torch.no_grad()``: the batch's own amplitudes
+            when ``log_psi_x`` is not given, and the outside ``x'`` when ``amplitudes`` is not.
         mode: ``"exact"`` (all connected x'), ``"truncated"`` (x' in the batch, and the others
-            with ``|H_{x x'}| >= threshold``) or ``"sampled"`` (only x' in the batch).
+            with ``|H_{x x'}| >= threshold``), ``"sampled"`` (only x' in the batch) or
+            ``"semistochastic"``.
         log_psi_x: complex ``[B]`` log psi of ``occ`` itself, if the caller has it
             (detached here; saves one network pass).
         threshold: the truncated mode's cut on ``|H_{x x'}|`` (Hartree); the semistochastic mode's
             deterministic part (the others are drawn).
-        connected_log_psi_fn: ``(occ'[M, 2N], parent[M]) -> complex log psi [M]``, used instead
-            of ``log_psi_fn`` for ``x'`` outside the batch; ``parent`` indexes ``occ``.
-        chunk: connected elements held at once (default ``H.chunk_size``).
-        psi_chunk: configurations per ``log_psi_fn`` call (default 1024: larger chunks spill
-            the activations out of the CPU's cache).
-        eps: connections with ``|H_{x x'}| <= eps`` are skipped (default 1e-12 drops the
-            symmetry-forbidden elements that round-off leaves at ~1e-17, sparing their
-            ``log_psi_fn`` evaluations; 0 keeps every nonzero element).
-        kernel: ``"auto"``, ``"compiled"`` or ``"torch"``: which Slater–Condon kernel finds the
-            connections (see :meth:`MolecularHamiltonian.screened_connections`).
+        amplitudes: the source of the outside ``x'`` amplitudes
+            (:data:`hamiltonians.amplitudes.AmplitudeSource`); default ``full_pass(log_psi_fn)``.
         lookup: more configurations with known amplitudes (another process's samples), an
             :class:`hamiltonians.amplitudes.AmplitudeTable`, that count as part of the batch: an
             ``x'`` among them is looked up, not evaluated, and enters in every mode as a batch
             row would. No local energy is computed for them.
         draws, generator: the semistochastic mode's draws per row (>= 1) and their random
             stream (on H's device; ``None``: torch's global one).
+        chunk: connected elements held at once (default ``H.chunk_size``).
+        eps: connections with ``|H_{x x'}| <= eps`` are skipped (default 1e-12 drops the
+            symmetry-forbidden elements that round-off leaves at ~1e-17, sparing their
+            amplitudes; 0 keeps every nonzero element).
+        kernel: ``"auto"``, ``"compiled"`` or ``"torch"``: which Slater–Condon kernel finds the
+            connections (see :meth:`MolecularHamiltonian.screened_connections`).
     Returns:
         :class:`LocalEnergyResult` with ``e_loc`` complex ``[B]`` and the mode used.
     """
@@ -184,15 +165,12 @@ def local_energy(
     if log_psi_x is None:
         if log_psi_fn is None:
             raise ValueError("local_energy needs log_psi_fn or log_psi_x")
-        log_psi_x = evaluate_in_chunks(log_psi_fn, occ_in, psi_chunk)
+        log_psi_x = evaluate_in_chunks(log_psi_fn, occ_in)
         n_eval += b
-    log_psi_x = torch.as_tensor(log_psi_x).detach().to(H.device)
-    if log_psi_x.shape != (b,):
-        raise ValueError(f"log_psi_x must have shape [{b}], got {tuple(log_psi_x.shape)}")
-    if not log_psi_x.is_complex():
-        log_psi_x = log_psi_x.to(torch.complex128 if H.dtype == torch.float64 else torch.complex64)
-    cdtype = torch.promote_types(log_psi_x.dtype, H.dtype)
-    log_psi_x = log_psi_x.to(cdtype)
+    log_psi_x = _batch_log_psi(log_psi_x, b, H)
+    cdtype = log_psi_x.dtype
+    if amplitudes is None and log_psi_fn is not None:
+        amplitudes = full_pass(log_psi_fn)
 
     e_loc = H.diagonal(occ_u8).to(cdtype)
     e_sampled = e_loc if mode == "sampled" else e_loc.clone()
@@ -201,85 +179,124 @@ def local_energy(
         more = as_occupation(lookup.occ, H.n_spin_orbitals).to(occ_u8.device)
         more_lp = lookup.log_psi.detach().to(device=H.device, dtype=cdtype)
         table, log_psi_table = torch.cat((occ_u8, more)), torch.cat((log_psi_x, more_lp))
-    cut = {"exact": 0.0, "truncated": threshold, "sampled": math.inf}.get(mode)   # semistochastic: its own source
-    counts = {"connected": 0, "kept": 0, "unique": 0, "evaluated": n_eval, "drawn": 0}
-    outside: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
-    held = 0
-    timing = {"amplitudes": 0.0}
-    flush = max(chunk or H.chunk_size, 1) * 4  # outside elements gathered before they are evaluated
-    estimate_draws = mode == "semistochastic" and draws >= 2
-    draw_sum = torch.zeros(b, dtype=cdtype, device=H.device) if estimate_draws else None
-    draw_square = torch.zeros(b, dtype=torch.float64, device=H.device) if estimate_draws else None
-
-    def add(vals, rows, lp):
-        counts["kept"] += rows.numel()
-        terms = vals.to(cdtype) * torch.exp(lp - log_psi_x[rows])
-        e_loc.index_add_(0, rows, terms)
-        return terms
-
-    def evaluate_outside():
-        keys = torch.cat([o[0] for o in outside])
-        vals = torch.cat([o[1] for o in outside])
-        rows = torch.cat([o[2] for o in outside])
-        drawn = torch.cat([torch.full_like(o[2], o[3], dtype=torch.bool) for o in outside])
-        outside.clear()
-        if log_psi_fn is None and connected_log_psi_fn is None:
-            raise ValueError(f"{mode} mode needs log_psi_fn for configurations outside the batch")
-        uniq, inverse = unique_keys(keys)
-        xp = unpack_keys(uniq, H.n_spin_orbitals, dtype=occ_in.dtype).to(occ_in.device)
-        start = time.perf_counter()
-        if connected_log_psi_fn is not None:
-            parent = torch.empty(uniq.shape[0], dtype=torch.int64, device=rows.device)
-            parent[inverse] = rows  # any row x' is connected to
-            lp_u = evaluate_in_chunks(connected_log_psi_fn, xp, psi_chunk, parent.to(occ_in.device))
-        else:
-            lp_u = evaluate_in_chunks(log_psi_fn, xp, psi_chunk)
-        timing["amplitudes"] += time.perf_counter() - start
-        counts["unique"] += uniq.shape[0]
-        counts["evaluated"] += uniq.shape[0]
-        terms = add(vals, rows, lp_u.to(device=H.device, dtype=cdtype)[inverse])
-        if draw_sum is not None and bool(drawn.any()):
-            draw_sum.index_add_(0, rows[drawn], terms[drawn])
-            draw_square.index_add_(0, rows[drawn], terms[drawn].abs().to(torch.float64) ** 2)
+    sums = _Sums(e_loc, log_psi_x, draws if mode == "semistochastic" and draws >= 2 else 0)
+    outside = _Outside(H, amplitudes, mode, occ_in, sums, flush=max(chunk or H.chunk_size, 1) * 4)
 
     if mode == "semistochastic":   # the pool below threshold drawn from, by the kernel
         source = H.semistochastic_connections(table, threshold=threshold, draws=draws, generator=generator, eps=eps,
                                               chunk=chunk, kernel=kernel, expand=b)
     else:
+        cut = {"exact": 0.0, "truncated": threshold, "sampled": math.inf}[mode]
         source = ((*part, None) for part in H.screened_connections(table, threshold=cut, eps=eps, chunk=chunk,
                                                                     kernel=kernel, expand=b))
+    n_connected = n_inside = 0
     for keys, vals, rows, pos, nonzero, drawn in source:
-        counts["connected"] += nonzero
+        n_connected += nonzero
         inside = pos >= 0
-        counts["unique"] += int(torch.unique(pos[inside]).numel())
-        terms = add(vals[inside], rows[inside], log_psi_table[pos[inside]])
+        n_inside += int(torch.unique(pos[inside]).numel())
+        terms = sums.add(vals[inside], rows[inside], log_psi_table[pos[inside]])
         if mode != "sampled":   # in sampled mode the two are one tensor
             e_sampled.index_add_(0, rows[inside], terms)
         if drawn is not None and drawn[0].shape[0]:
-            counts["drawn"] += drawn[0].shape[0]
-            outside.append((*drawn, True))
-            held += drawn[0].shape[0]
+            outside.gather(*drawn, drawn=True)
         if mode != "sampled" and not bool(inside.all()):
             out = ~inside
-            outside.append((keys[out], vals[out], rows[out], False))
-            held += int(out.sum())
-        if held >= flush:
-            evaluate_outside()
-            held = 0
-    if outside:
-        evaluate_outside()
-    n_conn, n_uniq, n_eval, n_kept = counts["connected"], counts["unique"], counts["evaluated"], counts["kept"]
-    n_kept -= counts["drawn"]   # the elements that entered exactly; the draws are counted apart
-    logger.debug(
-        "local_energy mode=%s B=%d connected=%d unique=%d evaluated=%d",
-        mode, b, n_conn, n_uniq, n_eval,
-    )
-    draw_variance = None
-    if draw_sum is not None:  # each row with a pool has exactly `draws` drawn terms
-        spread = draw_square - draw_sum.abs().to(torch.float64) ** 2 / draws   # sum_k |t_k - tbar|^2
-        draw_variance = (spread * draws / (draws - 1)).clamp_min(0.0)
-    return LocalEnergyResult(e_loc, mode, n_conn, n_uniq, n_eval, n_kept, timing["amplitudes"], counts["drawn"],
-                             e_sampled, draw_variance)
+            outside.gather(keys[out], vals[out], rows[out], drawn=False)
+        outside.flush_if_full()
+    outside.evaluate()
+    n_unique, n_eval = n_inside + outside.n_unique, n_eval + outside.n_unique
+    n_kept = sums.n_kept - outside.n_drawn   # the elements that entered exactly; the draws are counted apart
+    logger.debug("local_energy mode=%s B=%d connected=%d unique=%d evaluated=%d", mode, b, n_connected, n_unique,
+                 n_eval)
+    return LocalEnergyResult(e_loc, mode, n_connected, n_unique, n_eval, n_kept, outside.seconds, outside.n_drawn,
+                             e_sampled, sums.draw_variance())
+
+
+def _batch_log_psi(log_psi_x: torch.Tensor, b: int, H) -> torch.Tensor:
+    """``log_psi_x`` ``[b]`` detached on H's device, complex of at least H's precision."""
+    log_psi_x = torch.as_tensor(log_psi_x).detach().to(H.device)
+    if log_psi_x.shape != (b,):
+        raise ValueError(f"log_psi_x must have shape [{b}], got {tuple(log_psi_x.shape)}")
+    if not log_psi_x.is_complex():
+        log_psi_x = log_psi_x.to(torch.complex128 if H.dtype == torch.float64 else torch.complex64)
+    return log_psi_x.to(torch.promote_types(log_psi_x.dtype, H.dtype))
+
+
+class _Sums:
+    """The local energies' sums: ``e_loc[row] += H_xx' psi(x') / psi(x)``, the count of terms
+    added, and, with ``draws >= 2``, each row's drawn terms' sum and sum of squares (its
+    variance over the draws)."""
+
+    def __init__(self, e_loc: torch.Tensor, log_psi_x: torch.Tensor, draws: int) -> None:
+        self.e_loc, self.log_psi_x, self.draws, self.n_kept = e_loc, log_psi_x, draws, 0
+        self.draw_sum = torch.zeros_like(e_loc) if draws else None
+        self.draw_square = torch.zeros(e_loc.shape[0], dtype=torch.float64, device=e_loc.device) if draws else None
+
+    def add(self, vals: torch.Tensor, rows: torch.Tensor, log_psi: torch.Tensor) -> torch.Tensor:
+        """Add the terms of elements ``vals`` ``[K]`` of batch ``rows`` with ``log psi(x')``; returns them."""
+        self.n_kept += rows.numel()
+        terms = vals.to(self.e_loc.dtype) * torch.exp(log_psi - self.log_psi_x[rows])
+        self.e_loc.index_add_(0, rows, terms)
+        return terms
+
+    def add_drawn(self, rows: torch.Tensor, terms: torch.Tensor) -> None:
+        if self.draw_sum is not None and self.draw_square is not None and rows.numel():
+            self.draw_sum.index_add_(0, rows, terms)
+            self.draw_square.index_add_(0, rows, terms.abs().to(torch.float64) ** 2)
+
+    def draw_variance(self) -> torch.Tensor | None:
+        """Each row's unbiased variance over its ``draws`` drawn terms (0 without a pool), or ``None``."""
+        if self.draw_sum is None or self.draw_square is None:
+            return None
+        spread = self.draw_square - self.draw_sum.abs().to(torch.float64) ** 2 / self.draws   # sum_k |t_k - tbar|^2
+        return (spread * self.draws / (self.draws - 1)).clamp_min(0.0)
+
+
+class _Outside:
+    """The connected ``x'`` outside the batch: gathered up to ``flush`` elements, then made
+    unique on their packed keys, their amplitudes asked of the source once (each with a parent
+    row it is connected to) and their terms added."""
+
+    def __init__(self, H, source: AmplitudeSource | None, mode: str, occ: torch.Tensor, sums: _Sums,
+                 flush: int) -> None:
+        self.H, self.source, self.mode, self.occ, self.sums, self.flush = H, source, mode, occ, sums, flush
+        self.parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]] = []
+        self.held = self.n_unique = self.n_drawn = 0
+        self.seconds = 0.0
+
+    def gather(self, keys: torch.Tensor, vals: torch.Tensor, rows: torch.Tensor, *, drawn: bool) -> None:
+        self.parts.append((keys, vals, rows, drawn))
+        self.held += rows.shape[0]
+        self.n_drawn += rows.shape[0] if drawn else 0
+
+    def flush_if_full(self) -> None:
+        """:meth:`evaluate` once ``flush`` elements are held (checked after each kernel chunk)."""
+        if self.held >= self.flush:
+            self.evaluate()
+
+    def evaluate(self) -> None:
+        if not self.parts:
+            return
+        keys = torch.cat([p[0] for p in self.parts])
+        vals = torch.cat([p[1] for p in self.parts])
+        rows = torch.cat([p[2] for p in self.parts])
+        drawn = torch.cat([torch.full_like(p[2], p[3], dtype=torch.bool) for p in self.parts])
+        self.parts.clear()
+        self.held = 0
+        if self.source is None:
+            raise ValueError(f"{self.mode} mode needs log_psi_fn for configurations outside the batch")
+        uniq, inverse = unique_keys(keys)
+        xp = unpack_keys(uniq, self.H.n_spin_orbitals, dtype=self.occ.dtype).to(self.occ.device)
+        parent = torch.empty(uniq.shape[0], dtype=torch.int64, device=rows.device)
+        parent[inverse] = rows  # any row x' is connected to
+        start = time.perf_counter()
+        log_psi = self.source(xp, parent)
+        self.seconds += time.perf_counter() - start
+        self.n_unique += uniq.shape[0]
+        terms = self.sums.add(vals, rows, torch.as_tensor(log_psi).to(device=self.H.device,
+                                                                      dtype=self.sums.e_loc.dtype)[inverse])
+        if bool(drawn.any()):
+            self.sums.add_drawn(rows[drawn], terms[drawn])
 
 
 def draw_by_magnitude(values: torch.Tensor, rows: torch.Tensor, draws: int,

@@ -57,7 +57,7 @@ def connection_floor(model, H, tokens: torch.Tensor, eps_list, probe: int = 4096
     measured on ``probe`` of those ``x'`` by full passes and by KV-cache branches. Their
     product is the floor of a step's local energies at that ``eps``."""
     from hamiltonians.determinants import unique_keys, unpack_keys
-    from nnqs.training.estimators import branch_log_psi_fn
+    from nnqs.training.amplitude_sources import branch_log_psi_fn
     from nnqs.wavefunction.tokens import occupations_to_tokens, tokens_to_occupations
 
     occ = tokens_to_occupations(tokens).to(torch.uint8)

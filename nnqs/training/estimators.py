@@ -7,17 +7,14 @@ is ``2 Re sum_u w_u (E_loc(x_u) - E)^* grad log psi(x_u)`` (docs/design.md §6).
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import torch
 
 from hamiltonians import LocalEnergyResult, MolecularHamiltonian, enumerate_determinants, local_energy
-from hamiltonians.amplitudes import AmplitudeTable
-from hamiltonians.determinants import n_words, unique_keys, unpack_keys
-from hamiltonians.local_energy import DEFAULT_EPS, evaluate_in_chunks
+from nnqs.training.amplitude_sources import (full_pass_source, kv_cache_source, other_ranks_samples,
+                                             shared_outside_amplitudes)
 from nnqs.parallel.comm import LOCAL, Communicator
-from nnqs.wavefunction.branching import branch_log_psi, prefix_state
 from nnqs.wavefunction.model import TransformerWavefunction
 from nnqs.wavefunction.tokens import occupations_to_tokens, tokens_to_occupations
 from samplers import SampleBatch
@@ -91,31 +88,6 @@ def vmc_loss(log_psi: torch.Tensor, e_loc: torch.Tensor, weights: torch.Tensor, 
     return 2.0 * (w * (real * log_psi.real + imag * log_psi.imag)).sum()
 
 
-def occupation_log_psi(model: TransformerWavefunction):
-    """``occ [M, 2N] -> complex128 log psi [M]``, the callback the local-energy kernel needs."""
-
-    def fn(occ: torch.Tensor) -> torch.Tensor:
-        return model.log_psi(occupations_to_tokens(occ).to(model.device)).to(torch.complex128)
-
-    return fn
-
-
-def branch_log_psi_fn(model: TransformerWavefunction, tokens: torch.Tensor):
-    """``(occ' [M, 2N], parent [M]) -> complex128 log psi [M]`` decoding each ``x'`` from the KV
-    cache of its parent sample (``tokens[parent]``), from its first changed orbital on; one full
-    pass over ``tokens`` fills the cache (see :mod:`nnqs.wavefunction.branching`), at the first
-    call: when every ``x'`` is among the samples, nothing is computed."""
-    state = []
-
-    def fn(occ: torch.Tensor, parent: torch.Tensor) -> torch.Tensor:
-        if not state:
-            state.append(prefix_state(model, tokens))
-        xp = occupations_to_tokens(occ).to(model.device)
-        return branch_log_psi(model, state[0], xp, parent.to(model.device)).to(torch.complex128)
-
-    return fn
-
-
 def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor, log_psi: torch.Tensor,
                             mode: str, *, threshold: float = 0.0, amplitudes: str = "full",
                             draws: int = 0, generator: torch.Generator | None = None,
@@ -127,12 +99,13 @@ def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor
         mode, threshold, draws, generator: see :func:`hamiltonians.local_energy` (``"exact"``,
             ``"truncated"``, ``"sampled"``, ``"semistochastic"``).
         amplitudes: how the amplitudes of connected ``x'`` outside the samples are computed:
-            ``"cache"`` (decoded from the samples' KV cache, :func:`branch_log_psi_fn`) or
-            ``"full"`` (a full pass per ``x'``). Both give the same numbers.
+            ``"cache"`` (decoded from the samples' KV cache,
+            :func:`~nnqs.training.amplitude_sources.kv_cache_source`) or ``"full"`` (a full pass
+            per ``x'``). Both give the same numbers.
         comm: with several ranks, the other ranks' samples (and their amplitudes) are gathered
             into an :class:`~hamiltonians.amplitudes.AmplitudeTable` and count as sampled, and
             with ``"full"`` the outside ``x'`` of every rank are evaluated once between them
-            (:func:`shared_outside_amplitudes`): every mode gives the local energies a single
+            (:func:`~nnqs.training.amplitude_sources.shared_outside_amplitudes`): every mode gives the local energies a single
             process would compute for the union of the samples. The semistochastic mode's
             draws are each rank's own (its estimate is unbiased whatever the number of ranks,
             not equal to one process's), so each rank evaluates its own drawn ``x'``.
@@ -142,74 +115,19 @@ def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor
     occ = tokens_to_occupations(tokens).to(torch.uint8)
     log_psi = log_psi.detach().to(torch.complex128)
     sampled_elsewhere = other_ranks_samples(occ, log_psi, comm)
-    branches = branch_log_psi_fn(model, tokens) if amplitudes == "cache" and mode != "sampled" else None
-    log_psi_fn, shared = occupation_log_psi(model), None
-    if comm.world_size > 1 and mode in ("exact", "truncated") and branches is None:
+    source, shared = full_pass_source(model), None
+    if amplitudes == "cache" and mode != "sampled":
+        source = kv_cache_source(model, tokens)
+    elif comm.world_size > 1 and mode in ("exact", "truncated"):
         shared = shared_outside_amplitudes(model, H, occ, sampled_elsewhere, mode, threshold, comm)
-        log_psi_fn = shared[0].log_psi_fn(log_psi_fn)
-    result = local_energy(H, occ, log_psi_fn, mode=mode, threshold=threshold, connected_log_psi_fn=branches,
-                          log_psi_x=log_psi, lookup=sampled_elsewhere, draws=draws, generator=generator)
+        source = shared[0].source(source)
+    result = local_energy(H, occ, mode=mode, threshold=threshold, amplitudes=source, log_psi_x=log_psi,
+                          lookup=sampled_elsewhere, draws=draws, generator=generator)
     if shared is not None:  # the kernel's calls were lookups in the shared table; this rank evaluated its slice
         result.n_evaluated, result.amplitude_seconds = shared[1], shared[2]
     result.e_loc = result.e_loc.to(torch.complex128)
     result.e_loc_sampled = result.e_loc_sampled.to(torch.complex128)
     return result
-
-
-def other_ranks_samples(occ: torch.Tensor, log_psi: torch.Tensor, comm: Communicator = LOCAL) -> AmplitudeTable:
-    """Every other rank's samples ``[C, 2N]`` with their ``log psi``, in rank order (empty for one process)."""
-    if comm.world_size == 1:
-        return AmplitudeTable(occ[:0], log_psi[:0])
-    others = [r for r in range(comm.world_size) if r != comm.rank]
-    all_occ, all_log_psi = comm.all_gather(occ), comm.all_gather(log_psi)
-    return AmplitudeTable(torch.cat([all_occ[r] for r in others]), torch.cat([all_log_psi[r] for r in others]))
-
-
-def evaluate_in_slices(model, occ: torch.Tensor, comm: Communicator = LOCAL) -> tuple[torch.Tensor, int, float]:
-    """complex128 ``log psi`` ``[M]`` of ``occ`` ``[M, 2N]`` (the same on every rank), no gradients:
-    rank ``r`` evaluates its slice (:meth:`Communicator.my_slice`) in chunks and the slices are gathered.
-
-    Returns:
-        ``(log psi [M], evaluated here, seconds evaluating)``.
-    """
-    part = occ[comm.my_slice(occ.shape[0])]
-    start = time.perf_counter()
-    mine = evaluate_in_chunks(occupation_log_psi(model), part).to(device=occ.device, dtype=torch.complex128)
-    seconds = time.perf_counter() - start
-    every = torch.cat(comm.all_gather(mine)) if comm.world_size > 1 else mine
-    return every, int(part.shape[0]), seconds
-
-
-def outside_keys(H: MolecularHamiltonian, occ: torch.Tensor, known: AmplitudeTable, mode: str,
-                 threshold: float) -> torch.Tensor:
-    """Sorted unique packed keys ``[M, W]`` of the connected ``x'`` of ``occ`` ``[B, 2N]`` that
-    the local energy in ``mode`` needs and that are neither rows of ``occ`` nor of ``known``."""
-    cut = 0.0 if mode == "exact" else threshold
-    table = torch.cat((occ, known.occ.to(occ.device, occ.dtype)))
-    found = [torch.zeros(0, n_words(H.n_spin_orbitals), dtype=torch.int64, device=H.device)]
-    for keys, _, _, pos, _ in H.screened_connections(table, threshold=cut, eps=DEFAULT_EPS, expand=occ.shape[0]):
-        found.append(unique_keys(keys[pos < 0])[0])
-    return unique_keys(torch.cat(found))[0]
-
-
-def shared_outside_amplitudes(model, H: MolecularHamiltonian, occ: torch.Tensor, known: AmplitudeTable, mode: str,
-                              threshold: float, comm: Communicator) -> tuple[AmplitudeTable, int, float]:
-    """The amplitudes of every rank's connected ``x'`` outside the samples, each computed once.
-
-    Each rank lists its own rows' outside ``x'`` (:func:`outside_keys`); the lists are
-    gathered and merged; each rank evaluates its slice of the union
-    (:func:`evaluate_in_slices`) and the slices are gathered. An ``x'`` connected to samples of
-    several ranks is evaluated once instead of once per rank. The price is a second pass of the
-    connection kernel over the rank's rows (cheap next to the amplitudes).
-
-    Returns:
-        ``(table of the union, evaluated here, seconds evaluating)``.
-    """
-    mine = outside_keys(H, occ, known, mode, threshold)
-    union = unique_keys(torch.cat(comm.all_gather(mine)))[0]
-    xp = unpack_keys(union, H.n_spin_orbitals, dtype=occ.dtype).to(occ.device)
-    lp_all, evaluated, seconds = evaluate_in_slices(model, xp, comm)
-    return AmplitudeTable.from_keys(union, lp_all.to(H.device), H.n_spin_orbitals, occ=xp), evaluated, seconds
 
 
 def local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor, log_psi: torch.Tensor, mode: str,

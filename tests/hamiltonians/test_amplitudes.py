@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from hamiltonians.amplitudes import AmplitudeTable
+from hamiltonians.amplitudes import AmplitudeTable, evaluate_in_chunks, from_parents, full_pass
 from hamiltonians.determinants import enumerate_determinants, pack_occupations, unique_keys
 
 
@@ -17,7 +17,7 @@ def table_and_reference(seed: int = 0):
     return dets, AmplitudeTable(rows, log_psi), reference
 
 
-def test_find_and_log_psi_fn_equal_a_dictionary_of_rows():
+def test_find_and_source_equal_a_dictionary_of_rows():
     dets, table, reference = table_and_reference()
     where = table.find(dets)
     for row, w in zip(dets.tolist(), where.tolist()):
@@ -28,13 +28,15 @@ def test_find_and_log_psi_fn_equal_a_dictionary_of_rows():
             assert w == -1
     asked = []
 
-    def fallback(occ):
-        asked.append(occ.clone())
+    def fallback(occ, parent):
+        asked.append((occ.clone(), parent.clone()))
         return torch.full((occ.shape[0],), 7.0 + 0j, dtype=torch.complex128)
 
-    got = table.log_psi_fn(fallback)(dets)
+    parent = torch.arange(dets.shape[0]) + 1000
+    got = table.source(fallback)(dets, parent)
     missing = torch.tensor([tuple(r) not in reference for r in dets.tolist()])
-    assert len(asked) == 1 and asked[0].shape[0] == int(missing.sum()) == 300 - 120   # one call, missing rows only
+    assert len(asked) == 1 and asked[0][0].shape[0] == int(missing.sum()) == 300 - 120   # one call, missing rows only
+    assert torch.equal(asked[0][0], dets[missing]) and torch.equal(asked[0][1], parent[missing])   # with their parents
     assert torch.all(got[missing] == 7.0)
     assert all(got[i] == reference[tuple(r)] for i, r in enumerate(dets.tolist()) if not missing[i])
 
@@ -52,3 +54,25 @@ def test_from_keys_and_an_empty_table():
     assert len(empty) == 0 and torch.all(empty.find(dets) == -1)
     with pytest.raises(ValueError, match="log_psi"):
         AmplitudeTable(table.occ, table.log_psi[:3])
+
+
+def test_full_pass_and_from_parents_call_in_chunks():
+    dets = enumerate_determinants(6, 3, 2)
+    calls = []
+
+    def fn(occ):
+        calls.append(occ.shape[0])
+        return occ.sum(1).to(torch.complex128)
+
+    parent = torch.arange(dets.shape[0])
+    got = full_pass(fn, psi_chunk=128)(dets, parent)
+    assert calls == [128, 128, 44] and torch.equal(got, dets.sum(1).to(torch.complex128))
+
+    def with_parent(occ, par):
+        return (occ.sum(1) + 10 * par).to(torch.complex128)
+
+    assert torch.equal(from_parents(with_parent, psi_chunk=100)(dets, parent),
+                       (dets.sum(1) + 10 * parent).to(torch.complex128))
+    assert evaluate_in_chunks(fn, dets[:0]).shape == (0,)
+    with pytest.raises(ValueError, match="shape"):
+        evaluate_in_chunks(lambda occ: torch.zeros(3), dets[:5])

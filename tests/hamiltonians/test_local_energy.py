@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from hamiltonians import local_energy
-from hamiltonians.amplitudes import AmplitudeTable
+from hamiltonians.amplitudes import AmplitudeTable, from_parents, full_pass
 from hamiltonians.determinants import enumerate_determinants, pack_occupations
 from hamiltonians.exact import ground_state
 from hamiltonians.pyscf_io import from_pyscf_ci
@@ -78,7 +78,7 @@ def test_sampled_mode_and_log_psi_x(molecules):
             expect[r] += v * torch.exp(lp_sub[pos[x]] - lp_sub[r])
     assert torch.allclose(samp.e_loc, expect, atol=1e-12, rtol=0)
     # exact mode with log_psi_x: the batch itself is not re-evaluated
-    exact = local_energy(H, sub, counting, log_psi_x=lp_sub, chunk=97, psi_chunk=50)
+    exact = local_energy(H, sub, log_psi_x=lp_sub, amplitudes=full_pass(counting, psi_chunk=50), chunk=97)
     assert max(calls) <= 50 and exact.n_evaluated == sum(calls)
     calls.clear()
     again = local_energy(H, sub, counting, chunk=97)
@@ -143,7 +143,7 @@ def test_truncated_mode_against_an_explicit_sum(molecules):
         return fn(occ)
 
     via_parent = local_energy(H, sub, None, mode="truncated", threshold=threshold, log_psi_x=lp_sub, eps=EPS,
-                              connected_log_psi_fn=from_parent, psi_chunk=64)
+                              amplitudes=from_parents(from_parent, psi_chunk=64))
     assert parents_ok and all(parents_ok)
     assert torch.allclose(via_parent.e_loc, got.e_loc, atol=1e-12, rtol=0)
     with pytest.raises(ValueError, match="threshold"):

@@ -1,11 +1,10 @@
 """Local energies through the training layer: KV-cache amplitudes equal full passes; the
-chunked evaluation over rank slices."""
+sample-space energy."""
 
 import pytest
 import torch
 
-from nnqs.parallel import LOCAL
-from nnqs.training.estimators import evaluate_in_slices, evaluate_local_energies, occupation_log_psi
+from nnqs.training.estimators import evaluate_local_energies
 from nnqs.wavefunction.tokens import random_valid_tokens, tokens_to_occupations
 from tests.models import make_model
 from tests.systems import random_hamiltonian
@@ -26,18 +25,6 @@ def test_cache_amplitudes_equal_full_passes(mode, threshold):
         assert 0 < cache.kept_fraction < 1
     with pytest.raises(ValueError, match="amplitudes"):
         evaluate_local_energies(model, H, tokens, log_psi, mode, amplitudes="bogus")
-
-
-def test_evaluate_in_slices_equals_one_pass_per_configuration():
-    model = make_model(8, 4, 3, seed=1, phase_hidden=(8,))
-    tokens = torch.unique(random_valid_tokens(model.constraint, 4000, torch.Generator().manual_seed(2)), dim=0)
-    occ = tokens_to_occupations(tokens).to(torch.uint8)
-    got, evaluated, seconds = evaluate_in_slices(model, occ, LOCAL)
-    with torch.no_grad():
-        want = model.log_psi(tokens).to(torch.complex128)
-    assert evaluated == tokens.shape[0] > 1024 and seconds > 0   # more than one chunk
-    torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
-    torch.testing.assert_close(occupation_log_psi(model)(occ[:5]), want[:5], rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("mode,threshold", [("exact", 0.0), ("truncated", 0.05), ("sampled", 0.0)])
