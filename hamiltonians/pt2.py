@@ -37,7 +37,7 @@ import torch
 from hamiltonians.key_sums import diagonal_of_keys
 from hamiltonians.subspace import _require_unique, apply_in_space, outside_sums, projected_energy
 
-__all__ = ["PT2Result", "SemistochasticPT2", "en_pt2", "semistochastic_pt2", "FORMS"]
+__all__ = ["PT2Result", "SemistochasticPT2", "en_pt2", "semistochastic_pt2", "extrapolate_pt2", "FORMS"]
 
 logger = logging.getLogger(__name__)
 
@@ -227,3 +227,40 @@ def semistochastic_pt2(H, dets, coefficients, energy: float | None = None, *, n_
                 "(deterministic part %.10f)", dets.shape[0], det_rows.size, n_batches, n_draws, e2, stderr, e_det)
     return SemistochasticPT2(e2, stderr, energy, energy + e2, e2 / (1.0 + float(np.mean(norms))), e_det,
                              int(det_rows.size), int(n_draws), tuple(batches), peak)
+
+
+def extrapolate_pt2(e_var, e2, e2_stderr=None) -> dict:
+    """The variational energy extrapolated to ``E2 -> 0`` (as SHCI does): ``E_var = E_0 + b E2``
+    fitted by least squares over supports of several sizes (``e_var``, ``e2`` ``[K]``, ``K >= 2``;
+    ``e2_stderr`` the PT2's error bars, 0 or ``None`` when deterministic).
+
+    Returns ``{"energy": E_0, "stderr", "slope": b, "points": K}``: ``stderr`` adds the fit's
+    residual scatter (``K >= 3``) and the PT2 error bars carried through the fit (a finite-
+    difference Jacobian of ``E_0`` in each ``E2``); a straight line through two exact points has
+    none. The fit's model (linear in ``E2``) is itself an assumption, best when the largest
+    supports already have small ``E2``.
+    """
+    x = np.asarray(e2, dtype=np.float64)
+    y = np.asarray(e_var, dtype=np.float64)
+    sx = np.zeros_like(x) if e2_stderr is None else np.asarray(e2_stderr, dtype=np.float64)
+    if x.ndim != 1 or x.shape != y.shape or x.shape != sx.shape or x.shape[0] < 2:
+        raise ValueError(f"extrapolate_pt2 needs K >= 2 matching points, got e_var {y.shape}, e2 {x.shape}")
+    if np.ptp(x) <= 1e-9 * float(np.abs(x).max()) + 1e-15:
+        raise ValueError("extrapolate_pt2 needs supports with different E2")
+
+    def fit(xs: np.ndarray) -> tuple[float, float]:
+        slope, intercept = np.polyfit(xs, y, 1)
+        return float(intercept), float(slope)
+
+    intercept, slope = fit(x)
+    variance = 0.0
+    if x.shape[0] >= 3:
+        residual = y - (intercept + slope * x)
+        design = np.stack((np.ones_like(x), x), axis=1)
+        variance += float(residual @ residual / (x.shape[0] - 2) * np.linalg.inv(design.T @ design)[0, 0])
+    step = 1e-6 * max(float(np.abs(x).max()), 1e-12)
+    for i in np.flatnonzero(sx > 0):
+        moved = x.copy()
+        moved[i] += step
+        variance += ((fit(moved)[0] - intercept) / step * sx[i]) ** 2
+    return {"energy": intercept, "stderr": math.sqrt(variance), "slope": slope, "points": int(x.shape[0])}

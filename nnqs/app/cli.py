@@ -123,6 +123,15 @@ def _analyse(args: argparse.Namespace) -> int:
     summary = {**(analysis.to_dict() if analysis else {}), "observables": observables.to_dict()}
     write_json(Path(args.run_dir) / "analysis.json", summary)
     print(f"{trained.config.molecule.name} after step {trained.step}:")
+    result_path = Path(args.run_dir) / "result.json"
+    if result_path.is_file():   # the run's own energies: VMC, subspace, + PT2, extrapolated
+        import json
+
+        result = json.loads(result_path.read_text())
+        if result.get("energy") is not None:
+            print(f"  VMC energy {result['energy']:.8f} +- {result['energy_stderr']:.1e} Ha")
+        for line in _subspace_lines(result):
+            print(line)
     if analysis:
         print(format_analysis(analysis))
     print(format_properties(observables))
@@ -309,6 +318,29 @@ def describe() -> str:
     return code()
 
 
+def _subspace_lines(result: dict) -> list[str]:
+    """``result.json``'s subspace, subspace + PT2 and extrapolated energies, each with its error
+    against FCI (or DMRG) where known; none for a run without them."""
+    if result.get("energy_subspace") is None:
+        return []
+    ref = next((k for k in ("fci", "dmrg") if result.get(f"subspace_error_vs_{k}_mha") is not None), None)
+
+    def against(name):
+        value = result.get(f"{name}_error_vs_{ref}_mha")
+        return f" ({value:+.3f} mHa vs {ref.upper()})" if ref and value is not None else ""
+
+    lines = [f"  subspace energy (H diagonalised on {result['subspace_size']} determinants, variational): "
+             f"{result['energy_subspace']:.8f} Ha{against('subspace')}"]
+    if result.get("energy_pt2") is not None:
+        lines.append(f"  subspace + PT2 ({result['pt2_form']}): {result['energy_pt2']:.8f} "
+                     f"+- {result['energy_pt2_stderr']:.1e} Ha{against('pt2')}")
+    if result.get("energy_extrapolated") is not None:
+        sizes = ", ".join(str(p["size"]) for p in result["extrapolation_points"])
+        lines.append(f"  E_var extrapolated to PT2 -> 0 (supports of {sizes}): {result['energy_extrapolated']:.8f} "
+                     f"+- {result['energy_extrapolated_stderr']:.1e} Ha{against('extrapolated')}")
+    return lines
+
+
 def _summary(result: dict, out: str) -> str:
     from hamiltonians.dmrg import dmrg_label
 
@@ -325,15 +357,7 @@ def _summary(result: dict, out: str) -> str:
         lines.append(f"  error vs FCI: {result['error_vs_fci_mha']:.3f} mHa ({ok} chemical accuracy)")
     elif result.get("error_vs_dmrg_mha") is not None:
         lines.append(f"  error vs {dmrg_label(result.get('dmrg'))}: {result['error_vs_dmrg_mha']:.3f} mHa")
-    if result.get("energy_subspace") is not None:
-        ref = next((k for k in ("fci", "dmrg") if result.get(f"subspace_error_vs_{k}_mha") is not None), None)
-        def against(name):
-            return f" ({result[f'{name}_error_vs_{ref}_mha']:+.3f} mHa vs {ref.upper()})" if ref else ""
-        lines.append(f"  subspace energy (H diagonalised on {result['subspace_size']} determinants, variational): "
-                     f"{result['energy_subspace']:.8f} Ha{against('subspace')}")
-        if result.get("energy_pt2") is not None:
-            lines.append(f"  subspace + PT2 ({result['pt2_form']}): {result['energy_pt2']:.8f} "
-                         f"+- {result['energy_pt2_stderr']:.1e} Ha{against('pt2')}")
+    lines += _subspace_lines(result)
     start = f"start (CI solve and fit) {result['start_seconds']:.1f} s, " if "start_seconds" in result else ""
     evaluation = f" + {result['evaluation_seconds']:.1f} s final evaluation" if "evaluation_seconds" in result else ""
     lines.append(f"  {start}{result['steps']} steps in {result['wall_seconds']:.1f} s{evaluation} on "

@@ -40,8 +40,7 @@ def reference_run(out: str | Path, *, compute: bool = True) -> tuple[dict, bool]
             if not path.exists():
                 return system.references, False
             result = json.loads(path.read_text())
-            result.update(reference_fields(system.references, result.get("energy"),
-                                           result.get("energy_exact_variational")))
+            result.update(reference_fields(system.references, result))
             metrics = MetricsLog.read(out / "metrics.csv")
             write_result(out, config, result, metrics, int(result.get("steps", 0)))
             return system.references, True

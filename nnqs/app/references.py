@@ -79,11 +79,16 @@ def pending(refs: dict, n_determinants: int, *, dmrg: bool = True,
     return [m for m in slow if refs.get(m) is None]
 
 
-def reference_fields(refs: dict, energy: float | None, exact: float | None, *, subspace: float | None = None,
-                     pt2: float | None = None) -> dict:
-    """The fields of ``result.json`` that depend on the references: the energies, the final
-    energy's errors against them (mHa), those of the subspace energy and of subspace + PT2
-    (``subspace_error_vs_*``, ``pt2_error_vs_*``) when given, and the DMRG's details."""
+#: ``result.json``'s energies beyond the network's own whose errors are reported: ``NAME_error_vs_REF_mha``.
+COMPARED = {"subspace": "energy_subspace", "pt2": "energy_pt2", "extrapolated": "energy_extrapolated"}
+
+
+def reference_fields(refs: dict, result: dict) -> dict:
+    """The fields of ``result.json`` that depend on the references: the energies, the errors
+    (mHa) against them of ``result``'s ``energy`` and ``energy_exact_variational``, and of each
+    energy of :data:`COMPARED` it holds (``subspace_error_vs_*``, ``pt2_error_vs_*``,
+    ``extrapolated_error_vs_*``), and the DMRG's details."""
+    energy, exact = result.get("energy"), result.get("energy_exact_variational")
 
     def error(reference: float | None, value: float | None = energy) -> float | None:
         return None if reference is None or value is None else 1e3 * (value - reference)
@@ -96,7 +101,7 @@ def reference_fields(refs: dict, energy: float | None, exact: float | None, *, s
         "error_vs_ccsd_t_mha": error(energies["ccsd_t"]),
         "error_vs_dmrg_mha": error(energies["dmrg"]),
         "dmrg": refs.get("details", {}).get("dmrg"),
-        **{f"{name}_error_vs_{key}_mha": error(energies[key], value)
-           for name, value in (("subspace", subspace), ("pt2", pt2)) if value is not None
+        **{f"{name}_error_vs_{key}_mha": error(energies[key], result[field])
+           for name, field in COMPARED.items() if result.get(field) is not None
            for key in ("fci", "ccsd_t", "dmrg")},
     }

@@ -350,9 +350,7 @@ def _finish_references(out: Path, config: RunConfig, system: System, result: dic
              if completed.references.get(k) is not None and system.references.get(k) is None}
     if not added:
         return result
-    result = {**result, **reference_fields(completed.references, result["energy"],
-                                           result["energy_exact_variational"], subspace=result.get("energy_subspace"),
-                                           pt2=result.get("energy_pt2"))}
+    result = {**result, **reference_fields(completed.references, result)}
     write_result(out, config, result, metrics, step)
     log.info("%s: the slow references merged (%s)", out / "result.json", added)
     return result
@@ -366,8 +364,7 @@ def _result(config: RunConfig, system: System, driver, evaluation: dict,
     return {
         "molecule": config.molecule.name,
         **evaluation,
-        **reference_fields(system.references, evaluation["energy"], evaluation["energy_exact_variational"],
-                           subspace=evaluation.get("energy_subspace"), pt2=evaluation.get("energy_pt2")),
+        **reference_fields(system.references, evaluation),
         "steps": driver.step,
         "n_orbitals": H.n_orbitals,
         "n_alpha": H.n_alpha,

@@ -378,6 +378,9 @@ class SubspaceConfig(Presettable):
             (largest ``|c|``), draws per batch and batches.
         final_samples: draws from the trained network merged into the best pool at the end of
             the run (its subspace energy, :func:`nnqs.training.subspace.final_subspace`); 0: none.
+        extrapolation: fractions of that final space (its largest ``|c|``) on which ``E_var`` and
+            PT2 are computed too, so that ``E_var`` is extrapolated to ``PT2 -> 0`` over them
+            and the whole space (:func:`hamiltonians.pt2.extrapolate_pt2`); ``[]``: none.
     """
 
     DEFAULTS: ClassVar[dict[str, Any]] = {"cycles": 0}
@@ -397,6 +400,7 @@ class SubspaceConfig(Presettable):
     pt2_draws: int = 2_000
     pt2_batches: int = 10
     final_samples: int = 100_000
+    extrapolation: tuple[float, ...] = (0.25, 0.5)
 
     def __post_init__(self) -> None:
         if min(self.cycles or 0, self.extend, self.fit_steps, self.phase_steps, self.final_samples) < 0:
@@ -407,3 +411,5 @@ class SubspaceConfig(Presettable):
             raise InputError(f"pt2 must be 'auto', 'deterministic', 'semistochastic' or 'none', got {self.pt2!r}")
         if self.pt2_draws < 2 or self.pt2_batches < 2 or self.pt2_deterministic < 0 or self.pt2_exact_max < 0:
             raise InputError("pt2_draws and pt2_batches must be >= 2, pt2_deterministic and pt2_exact_max >= 0")
+        if not all(0 < f < 1 for f in self.extrapolation):
+            raise InputError(f"extrapolation fractions must lie in (0, 1), got {list(self.extrapolation)}")

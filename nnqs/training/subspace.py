@@ -226,7 +226,8 @@ def final_subspace(H, state: VariationalState, pool: SubspaceState | CIState | N
     Fields: ``energy_subspace`` (variational), ``subspace_size``, ``subspace_from_network`` (the
     sampled determinants the pool lacked), ``subspace_pool_energy`` (the pool's own energy,
     before the network's samples joined; ``None`` without a pool), ``subspace_seconds``, and
-    :func:`pool_pt2`'s fields (``energy_pt2`` = ``energy_subspace`` + E2, with its error bar)."""
+    :func:`pool_pt2`'s fields (``energy_pt2`` = ``energy_subspace`` + E2, with its error bar);
+    with ``config.extrapolation``, :func:`extrapolation`'s fields."""
     began = time.perf_counter()
     if config.final_samples:
         space, n_new = subspace_energy(H, state, pool, n_samples=config.final_samples)
@@ -243,4 +244,37 @@ def final_subspace(H, state: VariationalState, pool: SubspaceState | CIState | N
     if pt2 is not None:
         fields.update(pt2)
         log.info("PT2: E_var + E2 = %.10f +- %.1e (%s)", pt2["energy_pt2"], pt2["energy_pt2_stderr"], pt2["pt2_form"])
+        if config.extrapolation:
+            fields.update(extrapolation(H, space, pt2, config, seed=seed))
     return fields
+
+
+def extrapolation(H, space: SubspaceState, pt2: dict, config: SubspaceConfig, *, seed: int = 0) -> dict:
+    """``E_var`` extrapolated to ``PT2 -> 0`` over ``space`` (whose PT2 is ``pt2``) and its
+    truncations to the ``config.extrapolation`` fractions of its largest ``|c|`` (each
+    re-diagonalised, with its own PT2): ``result.json``'s ``energy_extrapolated``,
+    ``energy_extrapolated_stderr`` and ``extrapolation_points`` (``[{"size", "energy_var",
+    "e2", "e2_stderr"}]``, smallest first)."""
+    from hamiltonians.pt2 import extrapolate_pt2
+
+    began = time.perf_counter()
+    points = []
+    for fraction in sorted(config.extrapolation):
+        size = max(int(fraction * space.dets.shape[0]), 1)
+        sub = _truncate(H, space, size)
+        sub_pt2 = pool_pt2(H, sub, config, seed=seed)
+        if sub_pt2 is not None and sub.dets.shape[0] < space.dets.shape[0]:
+            points.append({"size": int(sub.dets.shape[0]), "energy_var": float(sub.energy), "e2": sub_pt2["e2"],
+                           "e2_stderr": sub_pt2["energy_pt2_stderr"]})
+    points.append({"size": int(space.dets.shape[0]), "energy_var": float(space.energy), "e2": pt2["e2"],
+                   "e2_stderr": pt2["energy_pt2_stderr"]})
+    try:
+        fit = extrapolate_pt2([p["energy_var"] for p in points], [p["e2"] for p in points],
+                              [p["e2_stderr"] for p in points])
+    except ValueError as error:   # one support (a tiny space), or truncations that drop only zeros
+        log.info("no PT2 extrapolation: %s", error)
+        return {}
+    log.info("E_var extrapolated to PT2 -> 0 over %d supports: %.10f +- %.1e", fit["points"], fit["energy"],
+             fit["stderr"])
+    return {"energy_extrapolated": fit["energy"], "energy_extrapolated_stderr": fit["stderr"],
+            "extrapolation_points": points, "extrapolation_seconds": time.perf_counter() - began}

@@ -17,6 +17,10 @@ def test_cli_analyse(tmp_path, monkeypatch):
     done = subprocess.run([sys.executable, "-m", "nnqs", "analyse", str(tmp_path / "h2")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+    # the run's own energies: VMC, and the subspace energy with its PT2, as result.json holds them
+    assert f"VMC energy {result['energy']:.8f}" in done.stdout
+    assert f"subspace energy (H diagonalised on {result['subspace_size']} determinants" in done.stdout
+    assert f"subspace + PT2 ({result['pt2_form']}): {result['energy_pt2']:.8f}" in done.stdout
     saved = json.loads((tmp_path / "h2" / "analysis.json").read_text())
     assert saved["energy"] == pytest.approx(result["energy_exact_variational"], abs=1e-9)
     # the observables: energy from the RDMs (the whole space: no error bar), S^2 of a singlet,

@@ -87,4 +87,13 @@ def test_the_runs_fields_are_the_pool_energy_and_its_pt2(pt2):
     fci = ground_state_energy(H)
     assert abs(exact.e_total - fci) < abs(start.energy - fci)   # PT2 moves CISD towards FCI here
     assert final_subspace(H, state(), None, SubspaceConfig(final_samples=0)) == {}
+    # the extrapolation over the truncations (largest |c|) and the whole space
+    points = fields["extrapolation_points"]
+    assert [p["size"] for p in points] == sorted({p["size"] for p in points}) and len(points) == 3
+    assert points[-1]["size"] == fields["subspace_size"] and points[-1]["e2"] == fields["e2"]
+    assert all(a["energy_var"] >= b["energy_var"] - 1e-12 for a, b in zip(points, points[1:]))   # nested supports
+    from hamiltonians.pt2 import extrapolate_pt2
+    fit = extrapolate_pt2([p["energy_var"] for p in points], [p["e2"] for p in points], [p["e2_stderr"] for p in points])
+    assert fields["energy_extrapolated"] == fit["energy"] and fields["energy_extrapolated_stderr"] == fit["stderr"]
+    assert "energy_extrapolated" not in final_subspace(H, state(), start, SubspaceConfig(final_samples=0, extrapolation=()))
     assert math.isfinite(fields["subspace_seconds"])
