@@ -179,8 +179,8 @@ def dmrg_energy(
         raise ValueError("sweeps_per_bond_dim must be >= 2 (noise-free sweeps end each bond dimension)")
     schedule = [m for m in bond_dims for _ in range(sweeps_per_bond_dim)]
     # Noise in the first half of the sweeps at every M (1e-4 at the first, 1e-5 after), none in
-    # the last half: noise only at the first M had left H2O / cc-pVDZ (SU2, M = 200-400) in a
-    # state 86 mHa above HF until M = 500.
+    # the last half (noise at the first M alone can leave the sweeps stuck far above the ground
+    # state: experiments/LOG.md).
     noises = [(1e-4 if m == bond_dims[0] else 1e-5) if i < sweeps_per_bond_dim // 2 else 0.0
               for m in bond_dims for i in range(sweeps_per_bond_dim)]
     thresholds = [1e-7] * len(schedule)

@@ -9,8 +9,7 @@ the active space's own orbital order. A ``ci0`` that is an :class:`NNQSState` wa
 next run from its weights (CASSCF's macro-iterations), with ``warm_steps`` steps and no start
 fit; so does the bool that PySCF's ``mc2step`` hands an external solver instead of its vector
 (the solver keeps its last state), whether it says the orbitals rotated little (``True``) or
-not: the last network is a better start than a fresh fit either way (N2 / cc-pVDZ CAS(6, 6):
-two-step CASSCF within 0.11 mHa of CASSCF-FCI in 16 calls of 40 warm steps). Use ``mc.mc2step()``: ``mc.newton()`` needs products of the CI Hessian with CI vectors,
+not: the last network is a better start than a fresh fit either way. Use ``mc.mc2step()``: ``mc.newton()`` needs products of the CI Hessian with CI vectors,
 which a network does not have.
 
 Conventions are PySCF's: ``make_rdm12`` returns ``dm1[p,q] = <q^+ p>`` and ``dm2[p,q,r,s] =

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from hamiltonians.determinants import n_words
 
 #: Bytes of the autograd graph of ``log psi`` per configuration, per position and per unit of
-#: d_model, per layer, in float32 (measured: 300-320 bytes for 4 layers at N = 13 and 26,
-#: d_model 32 and 64, U = 2000 to 8000).
+#: d_model, per layer, in float32 (its measurement: ``experiments/LOG.md``).
 GRAPH_BYTES = 80.0
 #: Bytes per connection the local-energy kernel holds in a chunk, besides the packed keys
 #: (value, row, position in the batch, the complex term, the masks).

@@ -30,10 +30,9 @@ def log_psi_jacobian(model, tokens: torch.Tensor, *, chunk: int = 512, explicit:
 
     The real part ``0.5 log p`` depends only on the Transformer and the imaginary part ``phi``
     only on the phase MLP (``model.phase_net``), so each is one ``vmap(grad)`` of a scalar over
-    its own network's parameters, and the other network's columns are zero. (One
-    ``vmap(jacrev)`` of both parts over all parameters gives the same matrix about 2x slower on
-    the CPU, 1.1 s against 0.55 s for 540 samples of the N2 / STO-3G network: it
-    back-propagates both outputs through both networks.) :func:`log_psi_jacobian_reference` is
+    its own network's parameters, and the other network's columns are zero (one ``vmap(jacrev)``
+    of both parts over all parameters would back-propagate both outputs through both networks).
+    :func:`log_psi_jacobian_reference` is
     the same, one sample and one part at a time by autograd.
 
     The attention runs written out (:func:`nnqs.wavefunction.attention.explicit_attention`):
