@@ -174,3 +174,41 @@ def test_model_config_lists_the_architecture_once():
     assert config.architecture == architecture and config.phase_hidden == (16,)
     with pytest.raises(ValueError, match="n_alpha=7"):
         architecture.for_system(6, 7, 3)
+
+
+def test_the_decode_step_makes_no_host_synchronisation(monkeypatch):
+    """With validated tokens (the sampler's path), ``decode_step`` and ``KVCache.reorder`` read no
+    tensor back to the host: every call that would (``item``, ``tolist``, ``bool``/``int``/``float``
+    of a tensor, ``cpu``, ``numpy``) is patched to count, and none is made. On a GPU each would
+    stall the decode loop; here the count is the same without one. (A data-dependent shape inside
+    an operator, e.g. ``nonzero``, is not seen here: on CUDA, ``torch.cuda.set_sync_debug_mode``.)"""
+    model = make_model(8, 3, 3, seed=2)
+    tokens = random_valid_tokens(model.constraint, 16, torch.Generator().manual_seed(3))
+    cache = model.init_cache(16)
+    model.decode_step(None, cache)
+    calls = []
+    for name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__", "cpu", "numpy"):
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _name=name, _original=original, **kwargs):
+            calls.append(_name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    index = torch.arange(15, -1, -1)
+    for pos in range(1, 8):
+        model.decode_step(tokens[:, pos - 1], cache, validate=False)
+        cache.reorder(index, keep=0)
+        tokens = tokens[index]
+    monkeypatch.undo()
+    assert calls == [], sorted(set(calls))
+    # the counting itself works: a validated step reads the tokens back
+    with monkeypatch.context() as patch:
+        seen = []
+        patch.setattr(torch.Tensor, "item", lambda self: seen.append(1) or 0)
+        patch.setattr(torch.Tensor, "__bool__", lambda self: seen.append(1) or True)
+        patch.setattr(torch.Tensor, "__int__", lambda self: seen.append(1) or 0)
+        fresh = model.init_cache(16)
+        model.decode_step(None, fresh)
+        model.decode_step(tokens[:, 0], fresh, validate=True)
+    assert seen
