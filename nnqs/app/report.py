@@ -166,7 +166,8 @@ def write_result(out: Path, config, result: dict, metrics: MetricsLog, step: int
             loop = [float(r["energy"]) for r in csv.DictReader(f)]
     points = [(result[key], label, marker) for key, label, marker in (
         ("energy_subspace", f"subspace energy ({result.get('subspace_size')} determinants, variational)", "s"),
-        ("energy_pt2", "subspace + PT2", "D")) if result.get(key) is not None]
+        ("energy_pt2", "subspace + PT2", "D"),
+        ("energy_extrapolated", "E_var extrapolated to PT2 -> 0", "P")) if result.get(key) is not None]
     plot_convergence(out / "convergence.png", steps, energies, result["references"],
                      f"{config.molecule.name}: NNQS VMC", coarse_steps=min(config.local_energy.coarse_steps, step),
                      final=(step, result["energy"], f"VMC final evaluation ({result['local_energy']} local energies)"),
