@@ -24,6 +24,9 @@ ALLOWED = {
 }
 #: Heavy optional libraries: imported only inside the functions that need them.
 LAZY = ("pyscf", "openfermion", "block2", "pyblock2")
+#: Modules that are PySCF objects (a solver subclasses ``pyscf.lib.StreamObject``), reached only
+#: through ``nnqs.pyscf``, which a user imports to use PySCF.
+LAZY_EXEMPT = {"nnqs/app/pyscf_solver.py"}
 
 
 def module_name(path: Path) -> str:
@@ -81,7 +84,7 @@ def test_arrows_point_one_way():
 def test_heavy_libraries_are_imported_lazily():
     bad = [f"{path.relative_to(ROOT)}:{line}: {target}"
            for path, _, tree in sources() for target, line in imports(tree, top_level_only=True)
-           if target.split(".")[0] in LAZY]
+           if target.split(".")[0] in LAZY and str(path.relative_to(ROOT)) not in LAZY_EXEMPT]
     assert not bad, "\n".join(bad)
 
 

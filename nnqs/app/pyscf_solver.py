@@ -1,93 +1,102 @@
-"""nnqs as PySCF's active-space solver: ``mc.fcisolver = NNQSSolver(...)`` in CASCI / CASSCF.
+"""nnqs as PySCF's active-space solver: ``mc.fcisolver = NNQSSolver(...)`` in CASCI / CASSCF,
+state averaging (``mc.state_average_``), NEVPT2 (``mrpt.NEVPT``) and spin targeting (``fix_spin_``).
 
 Each :meth:`NNQSSolver.kernel` call is an ordinary run (:func:`nnqs.app.run.run`) on the active
 space's integrals, written as an FCIDUMP into its own folder under :attr:`NNQSSolver.workdir`
-(``call_000``, ``call_001``, ...: config, metrics, checkpoint and ``result.json`` as for any
-run). The CI "vector" it hands PySCF is an :class:`NNQSState`, the trained network; the RDMs
-PySCF asks for are estimated from it (:func:`nnqs.training.observables.estimate_observables`) in
-the active space's own orbital order. A ``ci0`` that is an :class:`NNQSState` warm-starts the
-next run from its weights (CASSCF's macro-iterations), with ``warm_steps`` steps and no start
-fit; so does the bool that PySCF's ``mc2step`` hands an external solver instead of its vector
-(the solver keeps its last state), whether it says the orbitals rotated little (``True``) or
-not: the last network is a better start than a fresh fit either way. Use ``mc.mc2step()``: ``mc.newton()`` needs products of the CI Hessian with CI vectors,
-which a network does not have.
+(``call_000``, ``call_001``, ...: config, metrics, checkpoint, ``result.json`` and the final
+determinant space ``subspace.npz``, as for any run). What it hands PySCF depends on
+:attr:`NNQSSolver.wavefunction`:
+
+* ``"subspace"`` (default): the run's determinant space ``S`` (the network's samples merged with
+  its selected-CI pool; with the previous call's space on a warm start) is grown for every root
+  and re-diagonalised until the roots stop moving (:func:`hamiltonians.roots.grow_roots`:
+  ``grow`` determinants per root per round, at most ``max_cycle`` rounds, ``conv_tol``,
+  ``max_space``), with the spin penalty of :meth:`NNQSSolver.fix_spin_`. The roots are exact
+  eigenstates of ``H`` on ``S``: variational energies and noise-free RDMs. ``converged`` is
+  :func:`~hamiltonians.roots.grow_roots`'s: the last round moved no root by more than
+  ``conv_tol`` Hartree, or ``S`` holds the roots' whole connected space.
+* ``"network"``: the trained network itself (one root), its RDMs estimated with error bars;
+  ``converged`` means the run's energy stopped improving
+  (:func:`nnqs.training.convergence.has_stopped_improving` over its last ``2 * window`` steps,
+  ``window`` a tenth of the steps, at least 5).
+
+The CI vectors are PySCF FCI vectors when the active space has at most ``dense_max``
+determinants (so every PySCF method applies, NEVPT2 included), else
+:class:`~nnqs.app.pyscf_states.NNQSState` objects (see :mod:`nnqs.app.pyscf_states`). A warm
+start (``ci0`` anything, once a call has run: CASSCF's macro-iterations, PySCF's ``mc2step``
+restart flag) continues from the last network with ``warm_steps`` steps and no start fit;
+:meth:`NNQSSolver.approx_kernel` (CASSCF's micro-iterations) only re-diagonalises the last space
+in the new integrals. ``mc.newton()`` needs CI-Hessian products, which the solver refuses.
 
 Conventions are PySCF's: ``make_rdm12`` returns ``dm1[p,q] = <q^+ p>`` and ``dm2[p,q,r,s] =
-sum_{st} <p_s^+ r_t^+ s_t q_s>`` (see :mod:`hamiltonians.rdm`).
+sum_{st} <p_s^+ r_t^+ s_t q_s>`` (see :mod:`hamiltonians.rdm`); energies include ``ecore``.
 """
 
 from __future__ import annotations
 
-import logging
+import csv
 import math
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
+from pyscf import lib
+from pyscf.lib import logger
 
 from hamiltonians import MolecularHamiltonian
+from hamiltonians.determinants import n_determinants
 from hamiltonians.fcidump import write_fcidump
-from hamiltonians.rdm import RDMs
+from nnqs.app.pyscf_states import NEWTON_MESSAGE, NNQSState, large_ci_of, refusal, sparse_rdms, spin_square_of_state
 from nnqs.app.runconfig import RunConfig, config_from_dict, load_config
-from nnqs.app.trained import load_trained
-from nnqs.training.observables import estimate_observables
+from nnqs.app.trained import load_subspace, load_trained
+from nnqs.errors import InputError
 from nnqs.training.settings import EXACT_MAX_DETERMINANTS
 
 __all__ = ["NNQSSolver", "NNQSState", "casci", "casscf", "EXACT_MAX_DETERMINANTS"]
 
-log = logging.getLogger(__name__)
-
-NEWTON_MESSAGE = ("mc.newton() needs CI-Hessian products with CI vectors (contract_2e), which a network "
-                  "wavefunction does not have: use mc.mc2step()")
+WAVEFUNCTIONS = ("subspace", "network")
 
 
-@dataclass
-class NNQSState:
-    """What :meth:`NNQSSolver.kernel` returns as the CI vector: the run folder, the trained
-    weights, the energies and (once asked for) the RDMs in the active space's orbital order.
-    Deliberately neither a list nor a tuple (PySCF would take it for several roots)."""
-
-    run_dir: Path
-    weights: dict
-    e_tot: float
-    e_stderr: float
-    result: dict
-    observables: object = field(default=None, repr=False)
-
-    def ravel(self):
-        """What ``mc.newton()`` asks of a CI vector first; a network has none (one line why)."""
-        raise NotImplementedError(NEWTON_MESSAGE)
-
-
-class NNQSSolver:
+class NNQSSolver(lib.StreamObject):
     """A PySCF ``fcisolver`` that trains an nnqs network on the active space.
 
     Attributes:
         config: the run settings (:class:`nnqs.app.runconfig.RunConfig` tables; of
             ``[molecule]`` only ``orbital_order``: each call fills the rest with its FCIDUMP).
         workdir: folder of the calls' run folders (default: a new temporary folder).
-        warm_steps: VMC steps of a warm-started call (``ci0`` an :class:`NNQSState`); default
-            a quarter of ``[optim] steps`` (of the default preset's when unset).
-        approx_steps: steps of :meth:`approx_kernel` (CASSCF's micro-iterations).
-        rdm_samples: draws for the RDMs; ``None``: the whole space when it has at most
-            :data:`EXACT_MAX_DETERMINANTS` determinants, else 100000.
-        rdm_mode: which connected configurations enter the RDMs (``"exact"``, ``"truncated"``,
-            ``"sampled"``); default ``"exact"`` over an enumerated space (every ``x'`` is in it)
-            and ``"sampled"`` past it (the RDMs of the state projected on the samples: the
-            exact mode's amplitudes of every connected ``x'`` would cost hours per call).
+        wavefunction: ``"subspace"`` or ``"network"`` (see the module).
+        nroots: roots per call (PySCF's ``state_average_`` sets it); ``"network"``: 1.
+        conv_tol, max_cycle, grow, max_space: the growth of ``S`` (see the module).
+        ss_penalty, ss_value: the spin penalty's shift and target ``<S^2>``
+            (:meth:`fix_spin_`; ``ss_penalty = 0``: none).
+        dense_max: the largest active space (determinants) handed to PySCF as FCI vectors.
+        warm_steps: VMC steps of a warm-started call; default a quarter of ``[optim] steps``.
+        approx_steps: ``"network"`` only: steps of :meth:`approx_kernel`.
+        rdm_samples, rdm_mode: ``"network"`` only: draws for the RDMs (``None``: the whole space
+            up to :data:`EXACT_MAX_DETERMINANTS` determinants, else 100000) and which connected
+            configurations enter (``"exact"``, ``"truncated"``, ``"sampled"``; default exact over
+            an enumerated space, sampled past it).
         progress: show each run's progress bar.
-        converged: whether the last run stopped because its energy stopped improving.
-        last: the :class:`NNQSState` of the last call (warm start when PySCF passes a bool).
-        nroots: always 1 (PySCF reads it).
+        converged: whether the last call converged (see the module).
+        e_states, spin_squares: the last call's energies and ``<S^2>`` per root.
+        history: the last call's growth rounds (``{"size", "energies", "change"}``).
+        last: the last call's :class:`NNQSState` (network weights, run folder, result).
     """
 
     nroots = 1
+    spin = None
+    wfnsym = None
+    _keys = {"config", "orbital_order", "workdir", "wavefunction", "nroots", "conv_tol", "max_cycle", "grow",
+             "max_space", "ss_penalty", "ss_value", "dense_max", "warm_steps", "approx_steps", "rdm_samples",
+             "rdm_mode", "progress", "converged", "e_states", "spin_squares", "history", "calls", "last", "space",
+             "spin", "wfnsym", "mol"}
 
     def __init__(self, config: RunConfig | dict | str | Path | None = None, *, workdir: str | Path | None = None,
+                 wavefunction: str = "subspace", nroots: int = 1, conv_tol: float = 1e-6, max_cycle: int = 8,
+                 grow: int = 2000, max_space: int = 200_000, dense_max: int = 20_000_000,
                  warm_steps: int | None = None, approx_steps: int = 20, rdm_samples: int | None = None,
-                 rdm_mode: str | None = None, progress: bool = False) -> None:
+                 rdm_mode: str | None = None, progress: bool = False, mol=None) -> None:
         if isinstance(config, (str, Path)):
             config = load_config(config)
         if isinstance(config, RunConfig):
@@ -97,48 +106,90 @@ class NNQSSolver:
         self.orbital_order = (config.pop("molecule", None) or {}).get("orbital_order", "given")
         self.config = config
         optim = config_from_dict({"molecule": {"fcidump": "check"}, **self.config}).optim  # bad settings fail here
-        steps = optim.filled().steps
+        if wavefunction not in WAVEFUNCTIONS:
+            raise InputError(f"wavefunction must be one of {WAVEFUNCTIONS}, got {wavefunction!r}")
+        self.mol = mol
+        if mol is not None:
+            self.verbose, self.stdout = mol.verbose, mol.stdout
         self.workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="nnqs-casci-"))
-        self.warm_steps = warm_steps if warm_steps is not None else max(steps // 4, 1)
+        self.wavefunction, self.nroots = wavefunction, int(nroots)
+        self.conv_tol, self.max_cycle, self.grow, self.max_space = conv_tol, max_cycle, grow, max_space
+        self.ss_penalty, self.ss_value, self.dense_max = 0.0, None, dense_max
+        self.warm_steps = warm_steps if warm_steps is not None else max(optim.filled().steps // 4, 1)
         self.approx_steps = approx_steps
         self.rdm_samples, self.rdm_mode, self.progress = rdm_samples, rdm_mode, progress
         self.converged = False
+        self.e_states, self.spin_squares, self.history = [], [], []
         self.calls = 0
         self.last: NNQSState | None = None
+        self.space: torch.Tensor | None = None
 
-    def dump_flags(self, verbose=None) -> None:
-        """Log the settings (PySCF calls it from ``mc.dump_flags``)."""
-        log.info("NNQSSolver: workdir %s, warm_steps %d, approx_steps %d, RDMs %s (%s mode)", self.workdir,
-                 self.warm_steps, self.approx_steps,
-                 "by enumeration up to %d determinants" % EXACT_MAX_DETERMINANTS if self.rdm_samples is None
-                 else f"from {self.rdm_samples} samples", self.rdm_mode or "auto")
-        log.info("NNQSSolver run settings: %s", self.config or "the defaults")
+    def dump_flags(self, verbose=None) -> NNQSSolver:
+        """Write the settings to PySCF's output (``mc.dump_flags`` calls it)."""
+        log = logger.new_logger(self, verbose)
+        log.info("******** NNQSSolver (nnqs) ********")
+        log.info("wavefunction = %s, nroots = %d, workdir = %s", self.wavefunction, self.nroots, self.workdir)
+        if self.wavefunction == "subspace":
+            log.info("growth: %d determinants per root per round, max_cycle = %d, conv_tol = %g, max_space = %d",
+                     self.grow, self.max_cycle, self.conv_tol, self.max_space)
+        if self.ss_penalty:
+            log.info("spin penalty: shift %g, target <S^2> = %s", self.ss_penalty,
+                     "the sector's lowest" if self.ss_value is None else self.ss_value)
+        log.info("warm_steps = %d, approx_steps = %d, dense_max = %d", self.warm_steps, self.approx_steps,
+                 self.dense_max)
+        log.info("run settings: %s", self.config or "the defaults")
+        return self
+
+    def fix_spin_(self, shift: float = 0.2, ss: float | None = None) -> NNQSSolver:
+        """Target a spin: the roots are those of ``H + shift * P`` (PySCF's penalty, see
+        :mod:`hamiltonians.roots`); ``ss``: the target ``<S^2>`` (default the sector's lowest)."""
+        if self.wavefunction != "subspace":
+            raise InputError("fix_spin_ needs wavefunction = 'subspace' (the penalty enters its diagonalisation)")
+        self.ss_penalty, self.ss_value = float(shift), ss
+        return self
 
     # --- the energy -----------------------------------------------------------------------
-    def kernel(self, h1e, eri, norb, nelec, ci0=None, ecore=0, *, steps: int | None = None, **kwargs):
-        """Train on the active space; returns ``(e_tot, NNQSState)`` with ``e_tot`` including
-        ``ecore``: the network's exact energy when the space has at most
-        :data:`EXACT_MAX_DETERMINANTS` determinants, else the final evaluation's estimate."""
-        from pyscf import ao2mo
-        from pyscf.fci.addons import _unpack_nelec
+    def kernel(self, h1e, eri, norb, nelec, ci0=None, ecore=0, *, nroots: int | None = None, wfnsym=None,
+               steps: int | None = None, verbose=None, **kwargs):
+        """Train on the active space, then solve for the roots (see the module). Returns
+        ``(e_tot, ci)`` for one root, ``(list of e_tot, list of ci)`` for several."""
+        log = logger.new_logger(self, verbose)
+        nroots = self.nroots if nroots is None else int(nroots)
+        if self.wavefunction == "network" and nroots != 1:
+            raise InputError("nroots > 1 needs wavefunction = 'subspace' (excited states diagonalised in the "
+                             "sampled space)")
+        H = _hamiltonian(h1e, eri, norb, nelec, ecore)
+        run_dir, result, weights = self._train(H, ci0, steps, log)
+        if self.wavefunction == "network":
+            return self._network_state(run_dir, result, weights, log)
+        dets = load_subspace(run_dir).dets
+        if self.space is not None and self.space.shape[1] == dets.shape[1]:
+            dets = torch.cat([dets, self.space])   # the last call's space joins (CASSCF macro-iterations)
+        return self._solve(H, dets, nroots, self.max_cycle, run_dir, result, weights, log)
 
+    def approx_kernel(self, h1e, eri, norb, nelec, ci0=None, ecore=0, *, nroots: int | None = None, **kwargs):
+        """CASSCF's micro-iterations: ``"subspace"`` re-diagonalises the last space in the new
+        integrals (one growth round, no training); ``"network"`` runs ``approx_steps`` warm steps."""
+        nroots = self.nroots if nroots is None else int(nroots)
+        if self.wavefunction == "network" or self.space is None or self.last is None:
+            warm = self.last is not None
+            return self.kernel(h1e, eri, norb, nelec, ci0=ci0, ecore=ecore, nroots=nroots,
+                               steps=self.approx_steps if warm and self.wavefunction == "network" else None)
+        log = logger.new_logger(self, kwargs.get("verbose"))
+        H = _hamiltonian(h1e, eri, norb, nelec, ecore)
+        return self._solve(H, self.space, nroots, 1, self.last.run_dir, self.last.result, self.last.weights, log)
+
+    def _train(self, H: MolecularHamiltonian, ci0, steps: int | None, log):
         from nnqs.app.run import run
 
-        n_alpha, n_beta = _unpack_nelec(nelec)
-        h1 = np.asarray(h1e, dtype=np.float64)
-        eri = ao2mo.restore(1, np.asarray(eri, dtype=np.float64), norb)   # CASCI passes packed integrals
-        H = MolecularHamiltonian(int(norb), int(n_alpha), int(n_beta), float(ecore), torch.from_numpy(h1.copy()),
-                                 torch.from_numpy(np.ascontiguousarray(eri)))
         out = self.workdir / f"call_{self.calls:03d}"
         self.calls += 1
         out.mkdir(parents=True, exist_ok=True)
         write_fcidump(H, out / "active_space.fcidump")
         tables = {k: dict(v) for k, v in self.config.items()}
         initial = None
-        if isinstance(ci0, bool) and self.last is not None:
-            ci0 = self.last   # PySCF's mc2step hands an external solver a restart flag, not its vector
-        if isinstance(ci0, NNQSState):
-            initial = ci0.weights
+        if ci0 is not None and self.last is not None:
+            initial = self.last.weights   # any ci0 (a vector, a list of them, mc2step's bool): the last network
             tables["start"] = {**tables.get("start", {}), "mode": "none"}
             tables["optim"] = {**tables.get("optim", {}), "steps": steps or self.warm_steps}
         elif steps is not None:
@@ -146,62 +197,171 @@ class NNQSSolver:
         molecule = {"name": "active_space", "fcidump": str(out / "active_space.fcidump"), "slow_references": False,
                     "dmrg": False, "orbital_order": self.orbital_order}
         config = config_from_dict({"molecule": molecule, **tables})
-        log.info("NNQSSolver: CAS(%d, %d) %s in %s", n_alpha + n_beta, norb,
+        log.info("NNQSSolver: CAS(%d, %d) %s in %s", H.n_alpha + H.n_beta, H.n_orbitals,
                  "warm start" if initial is not None else "from the start", out / "run")
         result = run(config, out / "run", overwrite=True, progress=self.progress, initial_model=initial)
         trained = load_trained(out / "run")
+        weights = {k: v.clone() for k, v in trained.model.state_dict().items()}
+        log.info("NNQSSolver: run's VMC energy %.10f +- %.1e; subspace %s on %s determinants; + PT2 %s",
+                 result["energy"], result["energy_stderr"], _fmt(result.get("energy_subspace")),
+                 result.get("subspace_size"), _fmt(result.get("energy_pt2")))
+        return out / "run", result, weights
+
+    def _solve(self, H, dets, nroots: int, max_cycle: int, run_dir, result, weights, log):
+        from hamiltonians.pyscf_io import to_pyscf_ci
+        from hamiltonians.roots import grow_roots
+
+        roots, converged, history = grow_roots(H, dets, nroots, n_new=self.grow, max_cycle=max_cycle,
+                                               conv_tol=self.conv_tol, max_size=self.max_space,
+                                               spin_shift=self.ss_penalty or 0.0, spin_target=self.ss_value)
+        self.space, self.history, self.converged = roots.dets, history, converged
+        self.e_states, self.spin_squares = roots.energies.tolist(), roots.spin_squares.tolist()
+        dense = n_determinants(H.n_orbitals, H.n_alpha, H.n_beta) <= self.dense_max
+        cis = []
+        for k in range(nroots):
+            c = roots.coefficients[:, k]
+            state = NNQSState(run_dir, weights, float(roots.energies[k]), 0.0, result, roots.dets, c)
+            cis.append(to_pyscf_ci(roots.dets, c, H.n_orbitals, H.n_alpha, H.n_beta) if dense else state)
+            log.note("NNQSSolver root %d: E = %.12f  <S^2> = %.4f  on %d determinants", k, roots.energies[k],
+                     roots.spin_squares[k], roots.dets.shape[0])
+        self.last = NNQSState(run_dir, weights, float(roots.energies[0]), 0.0, result, roots.dets,
+                              roots.coefficients[:, 0])
+        log.info("NNQSSolver: %s after %d growth rounds", "converged" if converged else "not converged",
+                 len(history) - 1)
+        if nroots == 1:
+            return float(roots.energies[0]), cis[0]
+        return roots.energies.tolist(), cis
+
+    def _network_state(self, run_dir: Path, result: dict, weights: dict, log):
+        from nnqs.training.convergence import has_stopped_improving
+
         exact = result.get("energy_exact_variational")
         e_tot = float(exact if exact is not None else result["energy"])
-        self.converged = bool(result.get("stopped_early"))
-        state = NNQSState(out / "run", {k: v.clone() for k, v in trained.model.state_dict().items()}, e_tot,
-                          0.0 if exact is not None else float(result["energy_stderr"]), result)
-        log.info("NNQSSolver: E = %.10f (+- %.1e)", e_tot, state.e_stderr)
-        self.last = state
+        with (run_dir / "metrics.csv").open() as f:
+            rows = list(csv.DictReader(f))
+        energies, stderrs = [float(r["energy"]) for r in rows], [float(r["stderr"]) for r in rows]
+        self.converged = has_stopped_improving(energies, stderrs, window=max(5, len(rows) // 10))
+        state = NNQSState(run_dir, weights, e_tot, 0.0 if exact is not None else float(result["energy_stderr"]),
+                          result)
+        self.e_states, self.last, self.space = [e_tot], state, None
+        log.note("NNQSSolver (network): E = %.12f +- %.1e, %s", e_tot, state.e_stderr,
+                 "converged" if self.converged else "still improving")
         return e_tot, state
 
-    def approx_kernel(self, h1e, eri, norb, nelec, ci0=None, ecore=0, **kwargs):
-        """A short warm-started run (``approx_steps`` steps) for CASSCF's micro-iterations."""
-        warm = isinstance(ci0, NNQSState) or (isinstance(ci0, bool) and self.last is not None)
-        return self.kernel(h1e, eri, norb, nelec, ci0=ci0, ecore=ecore, steps=self.approx_steps if warm else None)
+    # --- what PySCF asks of the states ------------------------------------------------------
+    _fci = None
 
-    # --- the RDMs --------------------------------------------------------------------------
-    def _rdms(self, state: NNQSState) -> RDMs:
+    @property
+    def fci(self):
+        """PySCF's ``direct_spin1.FCISolver``, whose kernels answer for FCI vectors."""
+        if self._fci is None:
+            from pyscf.fci import direct_spin1
+
+            self._fci = direct_spin1.FCISolver()
+        return self._fci
+
+    def _rdms(self, state, norb, nelec):
+        if isinstance(state, (list, tuple)):   # only mc.newton() hands make_rdm12 a list of vectors
+            raise NotImplementedError(NEWTON_MESSAGE)
         if not isinstance(state, NNQSState):
-            raise TypeError(f"expected the NNQSState that NNQSSolver.kernel returned, got {type(state).__name__}")
-        if state.observables is None:
-            trained = load_trained(state.run_dir)
-            trained.model.load_state_dict(state.weights)
-            H = trained.system.hamiltonian
-            samples, mode = self.rdm_samples, self.rdm_mode
-            if samples is None and H.n_determinants > EXACT_MAX_DETERMINANTS:
-                samples = 100_000
-            if mode is None:   # past enumeration the exact mode's outside amplitudes cost hours
-                mode = "exact" if samples is None else "sampled"
-            state.observables = estimate_observables(trained.model, H, n_samples=samples, mode=mode)
-            state.observables.rdms = state.observables.rdms.reordered(trained.system.order)
-        return state.observables.rdms
+            raise TypeError(f"expected a PySCF FCI vector or the NNQSState that NNQSSolver.kernel returned, "
+                            f"got {type(state).__name__}")
+        if state.rdms is None:
+            if state.dets is not None:
+                state.rdms = sparse_rdms(_sector(norb, nelec), state.dets, state.coefficients)
+            else:
+                state.rdms = self._network_rdms(state)
+        return state.rdms
+
+    def _network_rdms(self, state: NNQSState):
+        from nnqs.training.observables import estimate_observables
+
+        trained = load_trained(state.run_dir)
+        trained.model.load_state_dict(state.weights)
+        H = trained.system.hamiltonian
+        samples, mode = self.rdm_samples, self.rdm_mode
+        if samples is None and H.n_determinants > EXACT_MAX_DETERMINANTS:
+            samples = 100_000
+        if mode is None:   # past enumeration the exact mode's outside amplitudes cost hours
+            mode = "exact" if samples is None else "sampled"
+        state.observables = estimate_observables(trained.model, H, n_samples=samples, mode=mode)
+        return state.observables.rdms.reordered(trained.system.order)
 
     def make_rdm1s(self, civec, norb, nelec, link_index=None, **kwargs):
-        rdms = self._rdms(civec)
+        if isinstance(civec, np.ndarray):
+            return self.fci.make_rdm1s(civec, norb, nelec, link_index)
+        rdms = self._rdms(civec, norb, nelec)
         return rdms.dm1a, rdms.dm1b
 
     def make_rdm1(self, civec, norb, nelec, link_index=None, **kwargs):
-        return self._rdms(civec).dm1
+        if isinstance(civec, np.ndarray):
+            return self.fci.make_rdm1(civec, norb, nelec, link_index)
+        return self._rdms(civec, norb, nelec).dm1
 
-    def make_rdm12s(self, civec, norb, nelec, link_index=None, **kwargs):
-        rdms = self._rdms(civec)
+    def make_rdm12s(self, civec, norb, nelec, link_index=None, reorder=True, **kwargs):
+        if isinstance(civec, np.ndarray):
+            return self.fci.make_rdm12s(civec, norb, nelec, link_index, reorder)
+        rdms = self._rdms(civec, norb, nelec)
         return (rdms.dm1a, rdms.dm1b), (rdms.dm2aa, rdms.dm2ab, rdms.dm2bb)
 
-    def make_rdm12(self, civec, norb, nelec, link_index=None, **kwargs):
-        rdms = self._rdms(civec)
+    def make_rdm12(self, civec, norb, nelec, link_index=None, reorder=True, **kwargs):
+        if isinstance(civec, np.ndarray):
+            return self.fci.make_rdm12(civec, norb, nelec, link_index, reorder)
+        rdms = self._rdms(civec, norb, nelec)
         return rdms.dm1, rdms.dm2
+
+    def make_rdm123(self, civec, norb, nelec, link_index=None, reorder=True, **kwargs):
+        if isinstance(civec, np.ndarray):
+            return self.fci.make_rdm123(civec, norb, nelec, link_index, reorder)
+        raise refusal("make_rdm123", self.dense_max)
+
+    def trans_rdm1s(self, cibra, ciket, norb, nelec, link_index=None, **kwargs):
+        return self._trans("trans_rdm1s", cibra, ciket, norb, nelec, link_index)
+
+    def trans_rdm1(self, cibra, ciket, norb, nelec, link_index=None, **kwargs):
+        return self._trans("trans_rdm1", cibra, ciket, norb, nelec, link_index)
+
+    def trans_rdm12s(self, cibra, ciket, norb, nelec, link_index=None, reorder=True, **kwargs):
+        return self._trans("trans_rdm12s", cibra, ciket, norb, nelec, link_index, reorder)
+
+    def trans_rdm12(self, cibra, ciket, norb, nelec, link_index=None, reorder=True, **kwargs):
+        return self._trans("trans_rdm12", cibra, ciket, norb, nelec, link_index, reorder)
+
+    def _trans(self, name, cibra, ciket, norb, nelec, *args):
+        if isinstance(cibra, np.ndarray) and isinstance(ciket, np.ndarray):
+            return getattr(self.fci, name)(cibra, ciket, norb, nelec, *args)
+        raise refusal(name, self.dense_max)
 
     def spin_square(self, civec, norb, nelec):
         """``(<S^2>, 2S + 1)`` as PySCF's ``spin_square``."""
-        self._rdms(civec)
-        ss = civec.observables.spin_square
+        if isinstance(civec, np.ndarray):
+            return self.fci.spin_square(civec, norb, nelec)
+        if civec.dets is None:
+            self._rdms(civec, norb, nelec)
+        ss = spin_square_of_state(civec)
         s = math.sqrt(max(ss, 0.0) + 0.25) - 0.5
         return ss, 2 * s + 1
+
+    def large_ci(self, civec, norb, nelec, tol=0.1, return_strs=True):
+        """PySCF's ``large_ci``: ``[(c, alpha string, beta string)]`` with ``|c| >= tol``."""
+        if isinstance(civec, np.ndarray):
+            return self.fci.large_ci(civec, norb, nelec, tol, return_strs)
+        if civec.dets is None:
+            raise InputError("large_ci needs a root on the determinant space (wavefunction = 'subspace')")
+        return large_ci_of(civec, norb, tol, return_strs)
+
+    def energy(self, h1e, eri, civec, norb, nelec, link_index=None):
+        """``<H>`` of the state without the core energy, from its RDMs (PySCF's ``energy``)."""
+        from pyscf import ao2mo
+
+        dm1, dm2 = self.make_rdm12(civec, norb, nelec)
+        eri = ao2mo.restore(1, np.asarray(eri, dtype=np.float64), norb)
+        return float(np.einsum("pq,qp", h1e, dm1) + 0.5 * np.einsum("pqrs,pqrs", eri, dm2))
+
+    def contract_ss(self, civec, norb, nelec):
+        if isinstance(civec, np.ndarray):
+            return self.fci.contract_ss(civec, norb, nelec)
+        raise refusal("contract_ss", self.dense_max)
 
     # --- what mc.newton() would need --------------------------------------------------------
     def contract_2e(self, *args, **kwargs):
@@ -209,6 +369,26 @@ class NNQSSolver:
 
     def absorb_h1e(self, *args, **kwargs):
         raise NotImplementedError(NEWTON_MESSAGE)
+
+
+def _fmt(value) -> str:
+    return "-" if value is None else f"{value:.10f}"
+
+
+def _hamiltonian(h1e, eri, norb, nelec, ecore) -> MolecularHamiltonian:
+    from pyscf import ao2mo
+    from pyscf.fci.addons import _unpack_nelec
+
+    n_alpha, n_beta = _unpack_nelec(nelec)
+    h1 = np.asarray(h1e, dtype=np.float64)
+    eri = ao2mo.restore(1, np.asarray(eri, dtype=np.float64), norb)   # CASCI passes packed integrals
+    return MolecularHamiltonian(int(norb), int(n_alpha), int(n_beta), float(ecore), torch.from_numpy(h1.copy()),
+                                torch.from_numpy(np.ascontiguousarray(eri)))
+
+
+def _sector(norb, nelec) -> MolecularHamiltonian:
+    """A Hamiltonian of the sector with zero integrals: the RDM estimators need only its shape."""
+    return _hamiltonian(np.zeros((norb, norb)), np.zeros((norb,) * 4), norb, nelec, 0.0)
 
 
 def casci(mf, ncas: int, nelecas, **solver_options):

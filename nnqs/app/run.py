@@ -32,6 +32,7 @@ from nnqs.app.references import reference_fields
 from nnqs.app.runconfig import ConfigError, RunConfig, check_device, config_from_dict
 from nnqs.app.signals import SignalStop, StopNow
 from nnqs.app.system import System, build_model, complete_references, run_system
+from nnqs.app.trained import SUBSPACE_FILE, save_subspace
 from nnqs.errors import InputError
 from nnqs.parallel.comm import LOCAL, Communicator
 from nnqs.training.convergence import variance_extrapolation
@@ -307,8 +308,10 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
 
     wall = clock.wall()  # the training's; the evaluation has its own seconds
     evaluation = final_evaluation(driver, system.hf_tokens)
-    subspace = final_subspace(H, driver.state, pool, config.subspace, seed=config.run.seed) \
-        if comm.world_size == 1 else {}
+    subspace, space = final_subspace(H, driver.state, pool, config.subspace, seed=config.run.seed) \
+        if comm.world_size == 1 else ({}, None)
+    if space is not None:
+        save_subspace(out / SUBSPACE_FILE, space, system.order)
     result = _result(config, system, driver, {**evaluation.to_dict(), **subspace}, start_summary, start_p_hf, comm)
     result.update({**clock.times(), "preset": preset, "stopped_early": converged, "wall_seconds": wall})
     if comm.is_main:

@@ -218,8 +218,9 @@ def pool_pt2(H, pool: SubspaceState, config: SubspaceConfig, *, seed: int = 0) -
 
 
 def final_subspace(H, state: VariationalState, pool: SubspaceState | CIState | None, config: SubspaceConfig, *,
-                   seed: int = 0) -> dict:
-    """The run's subspace and PT2 energies (``result.json``'s fields): the ground state on
+                   seed: int = 0) -> tuple[dict, SubspaceState | None]:
+    """``(fields, space)``: the run's subspace and PT2 energies (``result.json``'s fields) and
+    the final space with its ground state (``None`` when there is none): the ground state on
     ``pool`` (the loop's best, or the start's space) merged with ``config.final_samples`` draws
     of the trained network (:func:`subspace_energy`), and :func:`pool_pt2` on it.
 
@@ -234,7 +235,7 @@ def final_subspace(H, state: VariationalState, pool: SubspaceState | CIState | N
     elif pool is not None:
         space, n_new = subspace_ground_state(H, pool.dets, v0=pool.coefficients), 0
     else:
-        return {}
+        return {}, None
     fields = {"energy_subspace": space.energy, "subspace_size": int(space.dets.shape[0]),
               "subspace_from_network": n_new, "subspace_pool_energy": None if pool is None else float(pool.energy),
               "subspace_seconds": time.perf_counter() - began}
@@ -246,7 +247,7 @@ def final_subspace(H, state: VariationalState, pool: SubspaceState | CIState | N
         log.info("PT2: E_var + E2 = %.10f +- %.1e (%s)", pt2["energy_pt2"], pt2["energy_pt2_stderr"], pt2["pt2_form"])
         if config.extrapolation:
             fields.update(extrapolation(H, space, pt2, config, seed=seed))
-    return fields
+    return fields, space
 
 
 def extrapolation(H, space: SubspaceState, pt2: dict, config: SubspaceConfig, *, seed: int = 0) -> dict:

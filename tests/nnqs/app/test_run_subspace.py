@@ -70,3 +70,24 @@ def test_a_resume_after_the_loop_keeps_its_pool_and_does_not_repeat_it(tmp_path)
     assert (out / "subspace.csv").read_text() == before and result["steps"] == 4
     rows = list(csv.DictReader((out / "subspace.csv").open()))
     assert result["energy_subspace"] <= float(rows[-1]["best_energy"]) + 1e-10
+
+
+def test_the_final_space_is_saved_in_the_molecules_orbital_order(tmp_path):
+    import numpy as np
+
+    from hamiltonians.determinants import occupations_in_order
+    from hamiltonians.pyscf_io import from_pyscf
+    from nnqs.app.trained import load_subspace
+
+    settings = {**SETTINGS, "subspace": {**SETTINGS["subspace"], "cycles": 0},
+                "molecule": {**SETTINGS["molecule"], "orbital_order": "reversed"}}
+    out = tmp_path / "run"
+    result = run(config_from_dict(settings), out, progress=False)
+    saved = load_subspace(out)
+    assert saved.dets.shape[0] == result["subspace_size"] and saved.energy == result["energy_subspace"]
+    assert saved.order == list(reversed(range(7)))
+    molecule = from_pyscf(SETTINGS["molecule"]["geometry"], "sto-3g")   # the molecule's own order
+    assert abs(subspace_ground_state(molecule, saved.dets).energy - saved.energy) < 1e-10
+    network = read_fcidump(out / "hamiltonian.fcidump", dtype=torch.float64)   # the network's order
+    again = subspace_ground_state(network, occupations_in_order(saved.dets, saved.order))
+    assert abs(abs(float(np.dot(again.coefficients.numpy(), saved.coefficients))) - 1) < 1e-10

@@ -76,8 +76,9 @@ def test_the_subspace_energy_of_a_network_is_the_ground_state_on_its_samples():
 def test_the_runs_fields_are_the_pool_energy_and_its_pt2(pt2):
     start = cisd(H)
     config = SubspaceConfig(final_samples=0, pt2=pt2, pt2_deterministic=10, pt2_draws=50, pt2_batches=20)
-    fields = final_subspace(H, state(), start, config)
+    fields, space = final_subspace(H, state(), start, config)
     assert abs(fields["energy_subspace"] - start.energy) < 1e-10 and fields["subspace_size"] == start.dets.shape[0]
+    assert space.dets.shape[0] == fields["subspace_size"] and space.energy == fields["energy_subspace"]
     exact = en_pt2(H, start.dets, start.coefficients, start.energy)
     if pt2 == "deterministic":
         assert abs(fields["energy_pt2"] - exact.e_total) < 1e-10 and fields["energy_pt2_stderr"] == 0
@@ -86,7 +87,7 @@ def test_the_runs_fields_are_the_pool_energy_and_its_pt2(pt2):
         assert abs(fields["energy_pt2"] - exact.e_total) < 4 * fields["energy_pt2_stderr"]
     fci = ground_state_energy(H)
     assert abs(exact.e_total - fci) < abs(start.energy - fci)   # PT2 moves CISD towards FCI here
-    assert final_subspace(H, state(), None, SubspaceConfig(final_samples=0)) == {}
+    assert final_subspace(H, state(), None, SubspaceConfig(final_samples=0)) == ({}, None)
     # the extrapolation over the truncations (largest |c|) and the whole space
     points = fields["extrapolation_points"]
     assert [p["size"] for p in points] == sorted({p["size"] for p in points}) and len(points) == 3
@@ -95,5 +96,5 @@ def test_the_runs_fields_are_the_pool_energy_and_its_pt2(pt2):
     from hamiltonians.pt2 import extrapolate_pt2
     fit = extrapolate_pt2([p["energy_var"] for p in points], [p["e2"] for p in points], [p["e2_stderr"] for p in points])
     assert fields["energy_extrapolated"] == fit["energy"] and fields["energy_extrapolated_stderr"] == fit["stderr"]
-    assert "energy_extrapolated" not in final_subspace(H, state(), start, SubspaceConfig(final_samples=0, extrapolation=()))
+    assert "energy_extrapolated" not in final_subspace(H, state(), start, SubspaceConfig(final_samples=0, extrapolation=()))[0]
     assert math.isfinite(fields["subspace_seconds"])
