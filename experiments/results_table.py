@@ -119,15 +119,34 @@ def ccsd_t_error(data: dict, ref: tuple[str, float] | None) -> float | None:
 
 
 def config_file(path: Path, data: dict, configs: Path) -> str:
-    """The config that made the result: its file stem is the result's name up to the first dot
-    (or the molecule's name); ``-`` where no config file made it (the molecule set's defaults)."""
-    for stem in (path.name.split(".")[0], data["config"].get("molecule", {}).get("name", "")):
-        if stem and (configs / f"{stem}.toml").exists():
-            return f"{stem}.toml"
-    for stem in (path.name.split(".")[0], data["config"].get("molecule", {}).get("name", "")):
-        if stem and was_removed(configs / f"{stem}.toml"):
+    """The config that made the result: a file of ``configs`` (or a shipped example, shown as
+    ``--example NAME``) named after the result (its name up to the first dot) or its molecule,
+    whose every setting the result's effective config holds; ``-`` where none does (the
+    molecule set's defaults)."""
+    from nnqs.examples import EXAMPLES
+
+    stems = [stem for stem in (path.name.split(".")[0], data["config"].get("molecule", {}).get("name", "")) if stem]
+    for stem in stems:
+        for folder, shown in ((configs, f"{stem}.toml"), (EXAMPLES, f"--example {stem}")):
+            if (folder / f"{stem}.toml").exists() and _holds(data["config"], folder / f"{stem}.toml"):
+                return shown
+    for stem in stems:
+        if was_removed(configs / f"{stem}.toml"):
             return f"{stem}.toml"
     return "-"
+
+
+def _holds(config: dict, toml_path: Path) -> bool:
+    """Whether every key the TOML sets has that value in ``config`` (lists and tuples alike)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:   # Python 3.10
+        import tomli as tomllib
+
+    with open(toml_path, "rb") as f:
+        wanted = tomllib.load(f)
+    return all(json.dumps(config.get(table, {}).get(key)) == json.dumps(value)
+               for table, keys in wanted.items() if isinstance(keys, dict) for key, value in keys.items())
 
 
 def was_removed(path: Path) -> bool:

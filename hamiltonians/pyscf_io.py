@@ -196,10 +196,11 @@ def dipole_operator(geometry, basis: str, *, charge: int = 0, spin: int = 0, fro
         mu_k = constant[k] - sum_pq r[k, p, q] dm1[p, q]     (a.u., origin at 0)
 
     ``constant``: the nuclei's dipole minus the doubly occupied core's; ``r[k]``: ``<p|r_k|q>``
-    over the active orbitals. Returns ``(constant [3], r [3, nact, nact], h1 [nact, nact])``, the
-    last the active one-electron integrals, for the caller to check that these orbitals are the
-    ones it trained on (an orbital of the other sign, or another rotation of a degenerate pair,
-    changes it)."""
+    over the active orbitals. Returns ``(constant [3], r [3, nact, nact], h1 [nact, nact],
+    mo_coeff [nao, nact])``: ``h1`` the active one-electron integrals, for the caller to check that
+    these orbitals are the ones it trained on (an orbital of the other sign, or another rotation
+    of a degenerate pair, changes it), ``mo_coeff`` the active orbitals in the AO basis (PySCF's
+    ``mol.ao_labels()`` order)."""
     mol = build_molecule(geometry, basis, charge=charge, spin=spin, unit=unit)
     ncore, nact, _, _ = _resolve_window(mol.nao_nr(), mol.nelectron, mol.spin, frozen_core, active_space)
     mf = run_scf(mol, conv_tol=conv_tol)
@@ -210,7 +211,7 @@ def dipole_operator(geometry, basis: str, *, charge: int = 0, spin: int = 0, fro
     nuclear = np.einsum("i,ix->x", mol.atom_charges(), mol.atom_coords())
     core = 2.0 * np.einsum("xij,ip,jp->x", r_ao, c_core, c_core)
     r_act = np.einsum("xij,ip,jq->xpq", r_ao, c_act, c_act)
-    return nuclear - core, r_act, h1
+    return nuclear - core, r_act, h1, c_act
 
 
 def _ci_signs(occ, n: int, n_alpha: int, n_beta: int):

@@ -25,7 +25,6 @@ TESTED_IN = {
     "nnqs/app/io.py": ["nnqs/app/test_run.py", "nnqs/app/test_full_disk.py"],
     "nnqs/app/pyscf_states.py": ["nnqs/app/test_pyscf_solver.py"],
     "nnqs/app/reference_run.py": ["nnqs/app/test_references.py"],
-    "nnqs/app/report.py": ["nnqs/app/test_run.py", "experiments/test_results_table.py"],
     "nnqs/app/trained.py": ["nnqs/app/test_observables_trained.py"],
     "nnqs/errors.py": ["nnqs/app/test_cli_errors.py"],
     "nnqs/parallel/launch.py": ["nnqs/parallel/test_comm.py"],

@@ -34,7 +34,10 @@ from nnqs.app.runconfig import ConfigError, load_config  # noqa: E402
 CONFIG = CONFIGS / "n2.toml"
 
 
-def plot(path: Path, rows: list[dict]) -> None:
+def plot(path: Path, rows: list[dict], commit: str | None = None) -> None:
+    """Energies (NNQS with its error bars, RHF, CCSD(T), FCI) and the signed errors against FCI in
+    mHa on a symlog axis (CCSD(T) falls below FCI at long bonds: the sign shows it); a distance
+    where PySCF's CCSD did not converge is marked "CCSD(T) n/c" instead of silently missing."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -42,25 +45,31 @@ def plot(path: Path, rows: list[dict]) -> None:
 
     r = [row["bond_length"] for row in rows]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 7), sharex=True)
-    top.plot(r, [row["energy"] for row in rows], "o-", label="NNQS (VMC)")
+    top.errorbar(r, [row["energy"] for row in rows], yerr=[row.get("energy_stderr") or 0.0 for row in rows],
+                 fmt="o-", capsize=2, label="NNQS (VMC, sampled, +- one standard error)")
     for key, label, style in (("hf", "RHF", "r--"), ("ccsd_t", "CCSD(T)", "g^-."), ("fci", "FCI", "k:")):
         values = [row["references"].get(key) for row in rows]  # None where a method failed
         top.plot(r, [np.nan if v is None else v for v in values], style, label=label)
     top.set_ylabel("energy (Ha)")
-    top.set_title("N2 / STO-3G dissociation")
-    top.legend()
+    top.set_title("N2 / STO-3G dissociation" + (f" (commit {commit[:7]})" if commit else ""))
+    top.legend(fontsize=8)
     for key, label, style in (("energy", "NNQS", "o-"), ("ccsd_t", "CCSD(T)", "g^-.")):
         errors = []
         for row in rows:
             value = row["energy"] if key == "energy" else row["references"].get("ccsd_t")
             fci = row["references"].get("fci")
-            # |E - E_FCI|: CCSD(T) falls below FCI at long bonds, so the sign is dropped here.
-            errors.append(np.nan if value is None or fci is None else max(abs(value - fci), 1e-7))
-        bottom.semilogy(r, errors, style, label=label)
-    bottom.axhspan(1e-7, 1.6e-3, color="tab:green", alpha=0.15, label="chemical accuracy")
+            errors.append(np.nan if value is None or fci is None else 1e3 * (value - fci))
+        bottom.plot(r, errors, style, label=f"{label} - FCI")
+    missing = [x for x, row in zip(r, rows) if row["references"].get("ccsd_t") is None]
+    for x in missing:
+        bottom.annotate("CCSD(T)\nn/c", (x, 0.0), textcoords="offset points", xytext=(0, 8), ha="center",
+                        fontsize=7, color="tab:green")
+    bottom.set_yscale("symlog", linthresh=1e-3)
+    bottom.axhspan(-1.6, 1.6, color="tab:green", alpha=0.12, label="chemical accuracy (|error| < 1.6 mHa)")
+    bottom.axhline(0.0, color="k", lw=0.8)
     bottom.set_xlabel("N-N distance (A)")
-    bottom.set_ylabel("|E - E_FCI| (Ha)")
-    bottom.legend()
+    bottom.set_ylabel("E - E_FCI (mHa, symlog)")
+    bottom.legend(fontsize=8)
     fig.tight_layout()
     atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     plt.close(fig)
@@ -90,15 +99,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = parser.parse_args(argv)
     out = Path(args.out)
     if args.replot:
-        rows = json.loads((out / "dissociation.json").read_text())["points"]
-        plot(out / "dissociation.png", rows)
-        return rows
+        data = json.loads((out / "dissociation.json").read_text())
+        plot(out / "dissociation.png", data["points"], data.get("commit"))
+        return data["points"]
     if args.merge:
         parts = [json.loads((Path(d) / "dissociation.json").read_text()) for d in args.merge]
         rows = sorted((row for part in parts for row in part["points"]), key=lambda row: row["bond_length"])
-        write_json(out / "dissociation.json", {"config": parts[0]["config"], "points": rows,
+        commit = parts[0].get("commit")
+        write_json(out / "dissociation.json", {"config": parts[0]["config"], "points": rows, "commit": commit,
                                                "merged_from": [str(d) for d in args.merge]})
-        plot(out / "dissociation.png", rows)
+        plot(out / "dissociation.png", rows, commit)
         return rows
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
@@ -112,7 +122,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             base = base.replace(section, **{k: v for k, v in fields.items() if v is not None})
     except ConfigError as error:
         parser.error(str(error))
-    rows, previous = [], None
+    rows, previous, commit = [], None, None
     for r in np.linspace(args.start, args.stop, args.points):
         molecule = replace(base.molecule, name=f"n2_{r:.3f}", geometry=f"N 0 0 0; N 0 0 {r:.6f}")
         config = replace(base, molecule=molecule)
@@ -126,10 +136,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
                "evaluation_seconds": result["evaluation_seconds"], "cpu_seconds": result["cpu_seconds"],
                "steps": result["steps"]}
         rows.append(row)
+        commit = (result.get("provenance") or {}).get("commit")
         logging.info("r = %.3f A: E = %.6f, error vs FCI %.3f mHa", r, row["energy"], row["error_vs_fci_mha"])
         # the effective config (the preset's values filled in), the same at every geometry but the molecule
-        write_json(out / "dissociation.json", {"config": result["config"], "points": rows})
-    plot(out / "dissociation.png", rows)
+        write_json(out / "dissociation.json", {"config": result["config"], "points": rows, "commit": commit})
+    plot(out / "dissociation.png", rows, commit)
     return rows
 
 

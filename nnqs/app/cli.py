@@ -62,6 +62,8 @@ def _build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="variational Monte Carlo on a molecule (TOML config or FCIDUMP)")
     run.add_argument("config", nargs="?", help="TOML run configuration (see experiments/configs/)")
     run.add_argument("--fcidump", help="run on an FCIDUMP file (electrons from its header) with default settings")
+    run.add_argument("--example", default=None, metavar="NAME",
+                     help="run an example config shipped with the package (lih, h2o_631g_defaults, ...)")
     run.add_argument("--out", default=None, help="output folder (default runs/<name>)")
     run.add_argument("--device", default=None, help="cpu, cuda, ... (overrides the config)")
     run.add_argument("--steps", type=int, default=None, help="VMC steps (overrides the config)")
@@ -221,9 +223,16 @@ def _run(args: argparse.Namespace) -> int:
 
     comm = LOCAL
     try:
-        if bool(args.config) == bool(args.fcidump):
-            raise ConfigError("give either a CONFIG.toml or --fcidump FILE")
-        if args.fcidump:
+        if sum(map(bool, (args.config, args.fcidump, args.example))) != 1:
+            raise ConfigError("give one of a CONFIG.toml, --fcidump FILE or --example NAME")
+        if args.example:
+            from nnqs.examples import example_path
+
+            try:
+                config = load_config(example_path(args.example))
+            except ValueError as error:
+                raise ConfigError(str(error)) from None
+        elif args.fcidump:
             if not Path(args.fcidump).is_file():
                 raise ConfigError(f"{args.fcidump}: no such FCIDUMP file")
             name = Path(args.fcidump).stem

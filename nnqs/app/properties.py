@@ -2,9 +2,12 @@
 and, for a run with a geometry, the dipole moment (printed, plotted, in ``analysis.json`` and
 merged into ``result.json``).
 
-Outputs in the run folder: ``rdms.npz`` (``dm1a, dm1b, dm2aa, dm2ab, dm2bb`` and their
-``*_stderr``, PySCF's conventions, the molecule's own orbital order whatever the network's) and
-``natural_occupations.png``.
+Outputs in the run folder: ``rdms.npz`` and ``natural_occupations.png``. ``rdms.npz`` holds
+``dm1a, dm1b, dm2aa, dm2ab, dm2bb`` and their ``*_stderr`` (PySCF's conventions, the molecule's own
+orbital order whatever the network's), ``unseen_mass``, ``network_order`` (the network's
+autoregressive order: position ``i`` holds molecule orbital ``network_order[i]``) and, for a run
+with a geometry, ``mo_coeff`` ``[nao, N]``: the active orbitals in PySCF's AO basis, the RDMs'
+columns, so ``mo_coeff @ dm1 @ mo_coeff.T`` is the active AO density (add the core's).
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ def run_properties(trained: TrainedRun, run_dir: str | Path, *, n_samples: int |
     arrays = {name: getattr(rdms, name) for name in ("dm1a", "dm1b", "dm2aa", "dm2ab", "dm2bb")}
     arrays.update({f"{k}_stderr": v for k, v in rdms.stderr.items()})
     arrays["unseen_mass"] = np.float64(rdms.unseen_mass)
+    arrays["network_order"] = np.asarray(trained.system.order, dtype=np.int64)
+    if dipole is not None:
+        arrays["mo_coeff"] = dipole[2]
 
     def write_npz(tmp: str) -> None:
         with open(tmp, "wb") as f:
@@ -72,7 +78,7 @@ def run_properties(trained: TrainedRun, run_dir: str | Path, *, n_samples: int |
 
 
 def _dipole_operator(trained: TrainedRun):
-    """``(constant [3], r [3, N, N])`` of the dipole in the molecule's orbital order
+    """``(constant [3], r [3, N, N], mo_coeff [nao, N])`` of the dipole in the molecule's orbital order
     (:func:`hamiltonians.pyscf_io.dipole_operator`), or ``None``: a run from an FCIDUMP has no
     geometry, and orbitals rebuilt unlike the saved ones (a sign, a degenerate pair) would give a
     wrong dipole, so none is given (with a warning)."""
@@ -82,7 +88,7 @@ def _dipole_operator(trained: TrainedRun):
     from hamiltonians.pyscf_io import dipole_operator
     from nnqs.app.system import original_hamiltonian
 
-    constant, r, h1 = dipole_operator(molecule.geometry, molecule.basis, charge=molecule.charge, spin=molecule.spin,
+    constant, r, h1, mo_coeff = dipole_operator(molecule.geometry, molecule.basis, charge=molecule.charge, spin=molecule.spin,
                                       frozen_core=molecule.frozen_core,
                                       active_space=tuple(molecule.active_space) or None)
     saved = original_hamiltonian(trained.system).h1.double().cpu().numpy()
@@ -90,7 +96,7 @@ def _dipole_operator(trained: TrainedRun):
         log.warning("the rebuilt orbitals differ from those the run trained on (an orbital's sign or a degenerate "
                     "pair): no dipole moment")
         return None
-    return constant, r
+    return constant, r, mo_coeff
 
 
 def format_properties(o: Observables) -> str:

@@ -80,68 +80,92 @@ class MetricsLog:
 
 
 def plot_convergence(path: str | Path, steps: list[int], energies: list[float], references: dict, title: str,
-                     *, coarse_steps: int = 0, final: tuple[int, float, str] | None = None,
-                     dmrg: dict | None = None, loop: list[float] = (), points: list[tuple[float, str, str]] = ()) -> None:
-    """Energy per step with HF/CCSD(T)/FCI/DMRG lines, and |E - E_ref| (FCI, else DMRG) on a
-    log axis with the chemical-accuracy band.
+                     *, stderrs: list[float] | None = None, coarse_steps: int = 0,
+                     final: tuple[int, float, str] | None = None, dmrg: dict | None = None, loop: list[float] = (),
+                     points: list[tuple[float, str, str]] = ()) -> dict:
+    """Energy per step (with its one-standard-error band) and the HF/CCSD(T)/FCI/DMRG lines, and
+    below it the **signed** error ``E - E_ref`` (FCI, else DMRG) in mHa on a symlog axis (linear
+    within 1e-3 mHa of zero, so a value below the reference shows as negative and an exact one
+    as zero), with the chemical-accuracy band ``|E - E_ref| < 1.6 mHa``. Returns what each panel
+    drew: ``{"error_panel": {label: [y values]}}`` (mHa), for tests.
 
     ``coarse_steps``: a dotted line where the coarse local energies end; ``final``: ``(step,
-    energy, label)`` of the final evaluation, drawn as a point on both panels; ``dmrg``: the
-    DMRG reference's details, which name it extrapolated or variational
-    (:func:`hamiltonians.dmrg.dmrg_label`); ``loop``: the subspace loop's pool energies, one per
-    cycle, drawn at steps ``-len(loop) .. -1`` (before VMC's step 0); ``points``: ``(energy, label,
-    marker)`` drawn at the final step (the subspace and PT2 energies)."""
+    energy, label)`` of the final evaluation; ``dmrg``: the DMRG reference's details, which name
+    it extrapolated or variational (:func:`hamiltonians.dmrg.dmrg_label`); ``loop``: the
+    subspace loop's pool energies, one per cycle, drawn at steps ``-len(loop) .. -1`` (before
+    VMC's step 0); ``points``: ``(energy, label, marker)`` drawn at the final step (the subspace
+    and PT2 energies). The title should name the run and its commit."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
     exact_name = "FCI" if references.get("fci") is not None else "DMRG"
-    fci = references.get("fci") if references.get("fci") is not None else references.get("dmrg")
-    fig, axes = plt.subplots(2 if fci is not None else 1, 1, figsize=(7, 7 if fci is not None else 4), squeeze=False)
-    ax = axes[0, 0]
-    ax.plot(steps, energies, lw=1, label="NNQS")
+    ref = references.get("fci") if references.get("fci") is not None else references.get("dmrg")
+    fig, axes = plt.subplots(2 if ref is not None else 1, 1, figsize=(7, 7 if ref is not None else 4), squeeze=False)
+    drawn: dict[str, list[float]] = {}
+    e = np.asarray(energies, dtype=float)
+    band = np.asarray(stderrs, dtype=float) if stderrs is not None else None
 
-    def mark_phases(ax, shown) -> None:  # `shown`: energy -> the panel's y value
+    def panel(ax, shown, record: bool) -> None:   # `shown`: energy -> the panel's y value
+        ys = [shown(x) for x in e]
+        ax.plot(steps, ys, lw=1, label="NNQS VMC, per step (sampled)")
+        if band is not None and len(band) == len(e):
+            ax.fill_between(steps, [shown(x) for x in e - band], [shown(x) for x in e + band], alpha=0.25,
+                            lw=0, label="one standard error")
+        if record:
+            drawn["VMC"] = ys
         if loop:
-            ax.plot(range(-len(loop), 0), [shown(e) for e in loop], "o-", ms=3, lw=1, color="tab:brown",
-                    label="subspace loop: pool energy per cycle")
+            ax.plot(range(-len(loop), 0), [shown(x) for x in loop], "o-", ms=3, lw=1, color="tab:brown",
+                    label="subspace loop: pool energy per cycle (variational)")
         x = final[0] if final is not None else (steps[-1] if steps else 0)
         for energy, label, marker in points:
             ax.plot([x], [shown(energy)], marker, ms=8, label=f"{label} {energy:.6f}")
+            if record:
+                drawn[label] = [shown(energy)]
         if final is not None:
             ax.plot([final[0]], [shown(final[1])], "*", color="tab:orange", ms=10, label=f"{final[2]} {final[1]:.6f}")
+            if record:
+                drawn[final[2]] = [shown(final[1])]
         if coarse_steps > 0:
             ax.axvline(coarse_steps - 0.5, color="gray", ls=":", lw=1, label="end of coarse local energies")
 
-    mark_phases(ax, lambda e: e)
+    ax = axes[0, 0]
+    panel(ax, lambda x: x, False)
     styles = {"hf": ("HF", "tab:red", "--"), "ccsd_t": ("CCSD(T)", "tab:green", "-."), "fci": ("FCI", "k", ":"),
               "dmrg": (dmrg_label(dmrg), "tab:purple", ":")}
     for key, (label, color, ls) in styles.items():
         if references.get(key) is not None:
             ax.axhline(references[key], color=color, ls=ls, lw=1, label=f"{label} {references[key]:.6f}")
     if energies:
-        low = min(min(energies), *loop, *(p[0] for p in points),
-                  *(v for k, v in references.items() if k in styles and v is not None))
+        low = min([*energies, *loop, *(p[0] for p in points),
+                   *(v for k, v in references.items() if k in styles and v is not None)])
         high = references.get("hf") if references.get("hf") is not None else max(energies)
         pad = max(high - low, 1e-3) * 0.3
         ax.set_ylim(low - pad, high + pad)
     ax.set_xlabel("step")
     ax.set_ylabel("energy (Ha)")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    if fci is not None:
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    if ref is not None:
         ax = axes[1, 0]
-        errors = [max(abs(e - fci), 1e-7) for e in energies]
-        ax.semilogy(steps, errors, lw=1, label=f"|E - E_{exact_name}|")
-        ax.axhspan(1e-7, CHEMICAL_ACCURACY_HA, color="tab:green", alpha=0.15, label="chemical accuracy (1.6 mHa)")
+        panel(ax, lambda x: 1e3 * (x - ref), True)
+        ax.set_yscale("symlog", linthresh=1e-3)
+        ax.axhspan(-1e3 * CHEMICAL_ACCURACY_HA, 1e3 * CHEMICAL_ACCURACY_HA, color="tab:green", alpha=0.12,
+                   label="chemical accuracy (|error| < 1.6 mHa)")
+        ax.axhline(0.0, color="k", lw=0.8)
         if references.get("ccsd_t") is not None:
-            ax.axhline(max(abs(references["ccsd_t"] - fci), 1e-7), color="tab:green", ls="-.", lw=1, label="CCSD(T) error")
-        mark_phases(ax, lambda e: max(abs(e - fci), 1e-7))
+            ccsd_t = 1e3 * (references["ccsd_t"] - ref)
+            ax.axhline(ccsd_t, color="tab:green", ls="-.", lw=1, label=f"CCSD(T) {ccsd_t:+.3f} mHa")
+            drawn["CCSD(T)"] = [ccsd_t]
         ax.set_xlabel("step")
-        ax.set_ylabel(f"|E - E_{exact_name}| (Ha)")
-        ax.legend(fontsize=8)
+        ax.set_ylabel(f"E - E_{exact_name} (mHa, symlog)")
+        handles = [(h, label) for h, label in zip(*ax.get_legend_handles_labels())
+                   if label.startswith(("chemical", "CCSD(T)"))]   # the rest is named in the panel above
+        ax.legend(*zip(*handles), fontsize=7) if handles else None
     save_figure(fig, path)
+    return {"error_panel": drawn}
 
 
 def save_figure(fig, path: Path) -> None:
@@ -160,6 +184,7 @@ def write_result(out: Path, config, result: dict, metrics: MetricsLog, step: int
 
     write_json(out / "result.json", result)
     steps, energies = metrics.energies()
+    stderrs = metrics.column("stderr")
     loop = []
     if (out / "subspace.csv").exists():
         with (out / "subspace.csv").open() as f:
@@ -168,7 +193,10 @@ def write_result(out: Path, config, result: dict, metrics: MetricsLog, step: int
         ("energy_subspace", f"subspace energy ({result.get('subspace_size')} determinants, variational)", "s"),
         ("energy_pt2", "subspace + PT2", "D"),
         ("energy_extrapolated", "E_var extrapolated to PT2 -> 0", "P")) if result.get(key) is not None]
+    commit = (result.get("provenance") or {}).get("commit") or "no commit"
+    final = (f"VMC final evaluation (sampled, {result['local_energy']} local energies, "
+             f"+- {result['energy_stderr']:.1e})")
     plot_convergence(out / "convergence.png", steps, energies, result["references"],
-                     f"{config.molecule.name}: NNQS VMC", coarse_steps=min(config.local_energy.coarse_steps, step),
-                     final=(step, result["energy"], f"VMC final evaluation ({result['local_energy']} local energies)"),
+                     f"{config.molecule.name}: NNQS VMC, {out.name} (commit {commit[:7]})", stderrs=stderrs,
+                     coarse_steps=min(config.local_energy.coarse_steps, step), final=(step, result["energy"], final),
                      dmrg=result["dmrg"], loop=loop, points=points)

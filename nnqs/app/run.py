@@ -47,6 +47,9 @@ from nnqs.training.subspace import SubspaceDriver, final_subspace, pool_dict, po
 log = logging.getLogger(__name__)
 
 
+#: The version of ``result.json``'s fields (docs/result.md); raised when a field changes meaning.
+RESULT_SCHEMA_VERSION = 1
+
 def run(
     config: RunConfig,
     out_dir: str | Path,
@@ -365,6 +368,7 @@ def _result(config: RunConfig, system: System, driver, evaluation: dict,
     the start, where it ran, the provenance of the code and the effective config."""
     H = driver.H
     return {
+        "schema_version": RESULT_SCHEMA_VERSION,
         "molecule": config.molecule.name,
         **evaluation,
         **reference_fields(system.references, evaluation),

@@ -332,7 +332,7 @@ def test_the_dipole_from_the_active_rdm_equals_pyscfs_from_the_ao_density():
     H = from_pyscf(geometry, "sto-3g", frozen_core=1)
     _, vec, dets = ground_state(H)
     rdms = reference_rdms(H, dets, vec)
-    constant, r, h1 = dipole_operator(geometry, "sto-3g", frozen_core=1)
+    constant, r, h1, c_act = dipole_operator(geometry, "sto-3g", frozen_core=1)
     assert np.allclose(h1, H.h1.numpy(), atol=1e-8)
     mu = constant - np.einsum("xpq,pq->x", r, rdms.dm1)
     mol = gto.M(atom=geometry, basis="sto-3g", verbose=0)
@@ -341,6 +341,7 @@ def test_the_dipole_from_the_active_rdm_equals_pyscfs_from_the_ao_density():
     mc.fcisolver.conv_tol = 1e-12
     mc.kernel()
     dm_ao = mc.make_rdm1()
+    assert np.allclose(np.abs(c_act), np.abs(mf.mo_coeff[:, 1:]), atol=1e-6)   # the active orbitals, up to signs
     expected = scf.hf.dip_moment(mol, dm_ao, unit="AU", verbose=0)
     assert np.abs(mu - expected).max() < 1e-6
     assert np.linalg.norm(mu) > 0.5   # a real dipole, not a symmetric zero

@@ -41,6 +41,12 @@ def test_the_dipole_equals_pyscfs_of_the_networks_ao_density(lih_run):
     expected = scf.hf.dip_moment(mol, dm_ao, unit="AU", verbose=0)
     assert np.abs(mu - expected).max() < 1e-8
     assert abs(mu[2]) > 1.0   # LiH along z
+    # rdms.npz carries the active orbitals, so the AO density needs nothing else (core added here)
+    saved = np.load(tmp_path / "lih" / "rdms.npz")
+    c_act = saved["mo_coeff"]
+    ao = 2 * c[:, :1] @ c[:, :1].T + c_act @ (saved["dm1a"] + saved["dm1b"]) @ c_act.T
+    assert np.abs(scf.hf.dip_moment(mol, ao, unit="AU", verbose=0) - expected).max() < 1e-8
+    assert saved["network_order"].tolist() == trained.system.order
     # the energy from the RDMs (molecule order) with the molecule's integrals is the network's
     from nnqs.app.system import original_hamiltonian
 

@@ -10,7 +10,7 @@ from hamiltonians import from_pyscf, write_fcidump
 from nnqs.app.io import load_checkpoint, save_checkpoint
 from nnqs.app.provenance import provenance
 from nnqs.app.presets import resolve
-from nnqs.app.run import run
+from nnqs.app.run import RESULT_SCHEMA_VERSION, run
 from nnqs.app.runconfig import ConfigError, config_from_dict
 from nnqs.training.settings import last_regime_start
 from tests.nnqs.app.helpers import TINY, shift_fcidump_value
@@ -37,6 +37,20 @@ def test_run_writes_all_outputs(tmp_path):
     assert result["energy"] == saved["energy"]
     state = load_checkpoint(out / "checkpoint.pt")  # weights_only=True
     assert state["trainer"]["step"] == 6
+    assert saved["schema_version"] == RESULT_SCHEMA_VERSION
+    assert not undocumented(saved), f"result.json fields missing from docs/result.md: {undocumented(saved)}"
+
+
+def undocumented(result: dict) -> list[str]:
+    """The fields of ``result`` that docs/result.md's table does not name (``<ref>`` a reference)."""
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[3] / "docs" / "result.md").read_text()
+    assert f"Schema version **{RESULT_SCHEMA_VERSION}**" in page
+    names = [n for row in page.splitlines() if row.startswith("| `") for n in re.findall(r"`([^`]+)`", row.split("|")[1])]
+    patterns = [re.compile(re.escape(n).replace(re.escape("<ref>"), "(fci|ccsd_t|dmrg)") + "$") for n in names]
+    return [key for key in result if not any(p.match(key) for p in patterns)]
 
 
 def test_result_json_records_the_code_and_the_effective_config(tmp_path):

@@ -69,3 +69,17 @@ def test_dump_flags_logs_every_setting_one_line_per_table(caplog):
     for name, table in config.to_dict().items():
         line = next(line for line in lines if line.startswith(f"[{name}]"))
         assert all(f"{key} = " in line for key in table)
+
+
+def test_the_shipped_examples_load_and_are_package_data():
+    import tomllib
+    from pathlib import Path
+
+    from nnqs.app.runconfig import load_config
+    from nnqs.examples import example_names, example_path
+
+    assert {"lih", "n2_ccpvdz_fc_defaults"} <= set(example_names())
+    for name in example_names():
+        assert load_config(example_path(name)).molecule.geometry   # each a valid config of a molecule
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text())
+    assert pyproject["tool"]["setuptools"]["package-data"]["nnqs.examples"] == ["*.toml"]
