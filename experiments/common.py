@@ -155,6 +155,7 @@ def save_results(path, results, *, args=None, extra: dict | None = None, **meta)
 
 # ----------------------------------------------------------------------------- sampling models
 MODELS = {
+    "d32": dict(d_model=32, n_layers=4, n_heads=4),
     "d64": dict(d_model=64, n_layers=4, n_heads=4),
     "d256": dict(d_model=256, n_layers=4, n_heads=4),
 }
@@ -199,7 +200,7 @@ def calibrate_n_samples(model, target: int, seed: int, start: int = 10_000, trie
     """``(n_samples, n_unique)`` with ``n_unique`` within 20% of ``target`` (or the closest seen)."""
     n, best = start, None
     for _ in range(tries):
-        u = bas.sample(model, n, generator=torch.Generator().manual_seed(seed)).n_unique
+        u = bas.sample(model, n, generator=torch.Generator(device=model.device).manual_seed(seed)).n_unique
         if best is None or abs(u - target) < abs(best[1] - target):
             best = (n, u)
         if abs(u - target) <= 0.2 * target:

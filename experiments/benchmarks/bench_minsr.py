@@ -42,15 +42,15 @@ from nnqs.wavefunction.tokens import random_valid_tokens  # noqa: E402
 
 
 def measure(model, n_samples: int, repeats: int, seed: int) -> dict:
-    g = torch.Generator().manual_seed(seed)
-    tokens = random_valid_tokens(model.constraint, n_samples, generator=g)
-    cpu = torch.device("cpu")
+    g = torch.Generator().manual_seed(seed)   # the draws on the CPU, the same on every device
+    cpu = model.device
+    tokens = random_valid_tokens(model.constraint, n_samples, generator=g).to(cpu)
     jac, t_jac, _ = best_of(cpu, repeats, lambda: log_psi_jacobian(model, tokens))
     jac_fused, t_jac_fused, _ = best_of(cpu, repeats, lambda: log_psi_jacobian(model, tokens, explicit=False))
     jac_ref, t_jac_ref, _ = best_of(cpu, 1, lambda: log_psi_jacobian_reference(model, tokens))
     e_loc = torch.complex(torch.randn(n_samples, generator=g, dtype=torch.float64),
-                          torch.randn(n_samples, generator=g, dtype=torch.float64))
-    weights = torch.rand(n_samples, generator=g, dtype=torch.float64)
+                          torch.randn(n_samples, generator=g, dtype=torch.float64)).to(cpu)
+    weights = torch.rand(n_samples, generator=g, dtype=torch.float64).to(cpu)
     weights /= weights.sum()
     (fast, _), t_fast, _ = best_of(cpu, repeats, lambda: minsr_direction(jac, e_loc, weights))
     (slow, _), t_slow, _ = best_of(cpu, repeats, lambda: minsr_direction_reference(jac, e_loc, weights))
@@ -77,13 +77,15 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", default="float32", choices=("float32", "float64"), help="the network's dtype")
-    parser.add_argument("--out", default=os.path.join(RESULTS, "bench_minsr_cpu.json"))
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, ...")
+    parser.add_argument("--out", default=None, help="JSON (default results/bench_minsr_<device>.json)")
     args = parser.parse_args(argv)
+    args.out = args.out or os.path.join(RESULTS, f"bench_minsr_{torch.device(args.device).type}.json")
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     model = TransformerWavefunction(WavefunctionConfig(
         n_orbitals=10, n_alpha=7, n_beta=7, d_model=32, n_layers=4, n_heads=4, phase_hidden=(128, 128),
-        dtype=args.dtype))
+        dtype=args.dtype)).to(args.device)
     rows = [measure(model, int(u), args.repeats, args.seed) for u in args.samples.split(",")]
     print(f"{'U':>6} {'P':>7} {'jacobian s':>11} {'fused s':>8} {'autograd s':>10} {'solve s':>8} {'float64 s':>9} {'dense s':>8} {'speedup':>8} "
           f"{'rel diff':>9}")

@@ -34,10 +34,10 @@ from nnqs.wavefunction.tokens import random_valid_tokens  # noqa: E402
 logger = logging.getLogger("bench_pass")
 
 
-def best_seconds(fn, repeats: int) -> float:
+def best_seconds(fn, repeats: int, device: torch.device = torch.device("cpu")) -> float:
     """Best time of ``repeats`` calls after one warm-up call (:func:`experiments.common.best_of`)."""
     fn()
-    return best_of(torch.device("cpu"), repeats, fn)[1]
+    return best_of(device, repeats, fn)[1]
 
 
 def pass_flops(config) -> float:
@@ -62,9 +62,9 @@ def profile_top(model, tokens, rows: int = 8) -> list[dict]:
     return [{"op": e.key, "share": e.self_cpu_time_total / total} for e in events[:rows]]
 
 
-def matmul_gflops(size: int = 1024, repeats: int = 5) -> float:
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    return 2 * size ** 3 / best_seconds(lambda: a @ b, repeats) / 1e9
+def matmul_gflops(size: int = 1024, repeats: int = 5, device: torch.device = torch.device("cpu")) -> float:
+    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
+    return 2 * size ** 3 / best_seconds(lambda: a @ b, repeats, device) / 1e9
 
 
 def main(argv=None) -> dict:
@@ -76,22 +76,25 @@ def main(argv=None) -> dict:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--no-compile", action="store_true")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", default=os.path.join(EXPERIMENTS, "results", "bench_pass_cpu.json"))
+    p.add_argument("--device", default="cpu", help="cpu, cuda, ...")
+    p.add_argument("--out", default=None, help="JSON (default results/bench_pass_<device>.json)")
     args = p.parse_args(argv)
+    device = torch.device(args.device)
+    args.out = args.out or os.path.join(EXPERIMENTS, "results", f"bench_pass_{device.type}.json")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(args.threads)
-    peak = matmul_gflops()
+    peak = matmul_gflops(device=device)
     logger.info("1024^3 fp32 matrix product: %.1f GFLOP/s", peak)
     rows, profiles = [], {}
     for d_model in (int(d) for d in args.d_models.split(",")):
         config = ModelConfig(d_model=d_model).for_system(args.orbitals, args.electrons, args.electrons)
         torch.manual_seed(0)
-        model = TransformerWavefunction(config).eval()
+        model = TransformerWavefunction(config).eval().to(device)
         flops = pass_flops(config)
         compiled = None
         generator = torch.Generator().manual_seed(1)
         for batch in (int(b) for b in args.batches.split(",")):
-            tokens = random_valid_tokens(model.constraint, batch, generator=generator)
+            tokens = random_valid_tokens(model.constraint, batch, generator=generator).to(device)
             with torch.no_grad():
                 reference = model.log_psi(tokens, validate=False)
             variants = {
@@ -110,7 +113,7 @@ def main(argv=None) -> dict:
                 variants["torch.compile"] = (torch.inference_mode, lambda: compiled(tokens))
             for name, (context, fn) in variants.items():
                 with context():
-                    seconds = best_seconds(fn, args.repeats)
+                    seconds = best_seconds(fn, args.repeats, device)
                     difference = float((fn() - reference).abs().max())
                 row = {"d_model": d_model, "batch": batch, "variant": name, "us_per_config": 1e6 * seconds / batch,
                        "configs_per_second": batch / seconds, "gflops": flops * batch / seconds / 1e9,
@@ -119,7 +122,7 @@ def main(argv=None) -> dict:
                 logger.info("d_model %d, batch %d, %-22s %7.1f us/config  %5.1f GFLOP/s  |diff| %.1e", d_model,
                             batch, name, row["us_per_config"], row["gflops"], difference)
         profiles[str(d_model)] = profile_top(model, random_valid_tokens(model.constraint, int(args.batches.split(",")[0]),
-                                                                   generator=generator))
+                                                                   generator=generator).to(device))
     base = {(r["d_model"], r["batch"]): r["us_per_config"] for r in rows if r["variant"] == "eager, no_grad"}
     for r in rows:
         r["speedup_over_eager"] = base[(r["d_model"], r["batch"])] / r["us_per_config"]

@@ -115,13 +115,15 @@ def main(argv=None) -> dict:
     p.add_argument("--weights", choices=("counts", "psi2"), default=None, help="[sampler] weights (default: the config's)")
     p.add_argument("--grad-chunk", type=int, default=None, help="[optim] grad_chunk (default: the config's)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="cpu, cuda, ... (the network, the Hamiltonian, the generators)")
     p.add_argument("--out", default=None,
                    help="JSON file (default results/bench_vmc_step_cpu.json, _sampled_cpu.json when sampled)")
     args = p.parse_args(argv)
     if args.steps < 1:
         p.error(f"--steps must be >= 1, got {args.steps}")
     suffix = "" if args.local_energy == "truncated" else f"_{args.local_energy}"
-    args.out = args.out or os.path.join(HERE, "results", f"bench_vmc_step{suffix}_cpu.json")
+    device = torch.device(args.device)
+    args.out = args.out or os.path.join(HERE, "results", f"bench_vmc_step{suffix}_{device.type}.json")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(1)
     if args.quick:
@@ -136,15 +138,15 @@ def main(argv=None) -> dict:
                                        **({} if args.threshold is None else {"threshold": args.threshold}),
                                        **({} if args.draws is None else {"draws": args.draws}))
     system = build_system(config.molecule, references=False)
-    H = system.hamiltonian
+    H = system.hamiltonian.to(device)
     torch.manual_seed(args.seed)
-    model = build_model(config.model, system)
+    model = build_model(config.model, system).to(device)
     start = time.perf_counter()
     Start(config.start).kernel(model, H, hf_occupation=system.hf_occupation, order=system.order)
     fit_seconds = time.perf_counter() - start
     n_samples, n_unique = calibrate_n_samples(model, args.unique, args.seed)
     logger.info("n_samples %d gives %d unique samples", n_samples, n_unique)
-    floor_batch = bas.sample(model, n_samples, generator=torch.Generator().manual_seed(args.seed))
+    floor_batch = bas.sample(model, n_samples, generator=torch.Generator(device=device).manual_seed(args.seed))
     floor = connection_floor(model, H, floor_batch.tokens, [float(e) for e in args.floor_eps.split(",")])
     for r in floor["per_eps"]:
         logger.info("eps %.0e: kept %.4f of %d connections, %d x' outside the samples (kernel %.1f s); amplitudes "
@@ -186,7 +188,8 @@ def main(argv=None) -> dict:
         "amplitudes_on_one_batch": amplitudes,
         "cache_over_full_amplitude_speedup": amplitudes["full"]["amplitude_seconds"]
         / max(amplitudes["cache"]["amplitude_seconds"], 1e-12) if amplitudes else None,
-        "compiled_kernel": H.compiled_kernel_available(),
+        "compiled_kernel": H.compiled_kernel_available(), "device": str(device),
+        "peak_device_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
         "memory_plan": (lambda plan: {"peak": plan.peak, "parts": plan.parts})(
             plan_memory(model, H, n_unique=max(r["n_unique"] for r in steps), method=args.method, sr_top=optim.sr_top,
                         grad_chunk=optim.grad_chunk)),
