@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> dict:
     for name, fields in variants.items():
         torch.manual_seed(args.seed)
         model = build_model(config.model, system)
-        fit = {"steps": settings.steps, "max_determinants": settings.max_determinants or None} | fields
+        fit = {"steps": settings.filled().steps, "max_determinants": settings.max_determinants or None} | fields
         phase = {key.removeprefix("phase_"): value for key, value in fit.items() if key.startswith("phase_")}
         amplitudes = {key: value for key, value in fit.items() if not key.startswith("phase_")}
         begin = time.perf_counter()

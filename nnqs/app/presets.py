@@ -3,7 +3,7 @@
 A handful of settings are *presettable*: their tables' fields default to ``None``, "unset"
 (:class:`nnqs.training.settings.Presettable`): ``[sampler]`` ``n_samples``, ``unique_window``,
 ``eval_samples``, ``weights``; ``[optim]`` ``steps``, ``method``, ``lr``; ``[local_energy]``
-``coarse_steps``; ``[subspace]`` ``cycles``. ``[run] preset`` names the preset that fills them
+``coarse_steps``; ``[subspace]`` ``cycles``; ``[start]`` ``steps``. ``[run] preset`` names the preset that fills them
 (:data:`PRESETS`); ``"auto"`` (default) picks one from the size of the determinant space
 (:func:`choose`). The rule is per setting: a value written in the config, passed on the command
 line or set in Python is that run's, whatever the preset; every other presettable setting takes
@@ -43,7 +43,8 @@ FINE_STEPS = 30
 
 #: The presettable settings, ``"table.field"``.
 PRESETTABLE = ("sampler.n_samples", "sampler.unique_window", "sampler.eval_samples", "sampler.weights",
-               "optim.steps", "optim.method", "optim.lr", "local_energy.coarse_steps", "subspace.cycles")
+               "optim.steps", "optim.method", "optim.lr", "local_energy.coarse_steps", "subspace.cycles",
+               "start.steps")
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,9 @@ class Preset:
             raise ValueError(f"preset {self.name!r}: not presettable here: {sorted(unknown)}")
 
 
-_SUBSPACE = {"subspace.cycles": 6, "optim.steps": 100}
+#: Where the subspace loop runs: its cycles refit the network (200 steps each), so the start's
+#: amplitude fit stops at 300 steps instead of 1000.
+_SUBSPACE = {"subspace.cycles": 6, "optim.steps": 100, "start.steps": 300}
 
 #: The presets by name.
 PRESETS: dict[str, Preset] = {p.name: p for p in (

@@ -281,7 +281,7 @@ START_MODES = ("sci", "auto", "cisd", "casci", "cisd_cas", "hf", "none")
 
 
 @dataclass(frozen=True)
-class StartSettings:
+class StartSettings(Presettable):
     """The start (the run config's ``[start]`` table).
 
     Attributes:
@@ -298,7 +298,8 @@ class StartSettings:
             before the start begins, whether or not ``"auto"`` would have used it.
         hf_target: the ``p(HF)`` target of ``mode = "hf"``.
         steps: at most this many Adam steps of the amplitude fit (of a CI target; ``"hf"`` takes
-            up to 500 steps at 0.01, :func:`nnqs.training.fit.fit_hf`).
+            up to 500 steps at 0.01, :func:`nnqs.training.fit.fit_hf`); unset (``None``): the
+            preset's (:class:`Presettable`; fewer where the subspace loop refits the network).
         lr: the amplitude fit's learning rate (of a CI target).
         max_determinants: the amplitude fit uses the target's this many largest determinants
             (0 = all), which bounds its cost on large CI spaces.
@@ -317,10 +318,12 @@ class StartSettings:
             fit back to its best parameters at half the rate (0 = never).
     """
 
+    DEFAULTS: ClassVar[dict[str, Any]] = {"steps": 1000}
+
     mode: str = "sci"
     cas: tuple[int, ...] = ()
     hf_target: float = 0.9
-    steps: int = 1000
+    steps: int | None = None
     lr: float = 3e-3
     max_determinants: int = 1024
     tail: int = 512
@@ -342,7 +345,7 @@ class StartSettings:
         if not 0 <= self.hf_target < 1 or not 0 <= self.min_fidelity < 1:
             raise InputError(f"hf_target ({self.hf_target}) and min_fidelity ({self.min_fidelity}) must lie in [0, 1)")
         counts = {k: getattr(self, k) for k in ("steps", "max_determinants", "tail", "phase_steps",
-                                                 "phase_warmup", "phase_patience")}
+                                                 "phase_warmup", "phase_patience") if getattr(self, k) is not None}
         if any(v < 0 for v in counts.values()) or self.sci_determinants < 1 or self.phase_determinants < 1:
             raise InputError(f"{counts} must be >= 0, sci_determinants ({self.sci_determinants}) and "
                              f"phase_determinants ({self.phase_determinants}) >= 1")

@@ -56,7 +56,7 @@ class Start:
     """
 
     def __init__(self, settings: StartSettings | None = None) -> None:
-        self.settings = settings or StartSettings()
+        self.settings = (settings or StartSettings()).filled()   # an unset steps: the default preset's
         self.target: CIState | None = None
         self.chosen: str | None = None
         self.fidelity: float | None = None

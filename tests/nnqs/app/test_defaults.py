@@ -66,7 +66,9 @@ def test_the_main_job_runs_the_defaults():
     """The README's main job config names a molecule and how to run it, nothing that changes the defaults."""
     from nnqs.app.runconfig import load_config
 
-    command = re.search(r"nnqs run (\S+\.toml)", README.read_text().split("## Set up", 1)[1]).group(1)
-    config = load_config(README.parent / command)
+    from nnqs.examples import example_path
+
+    name = re.search(r"nnqs run --example (\S+)", README.read_text().split("## Set up", 1)[1]).group(1)
+    config = load_config(example_path(name))
     defaults = RunConfig(molecule=config.molecule, run=config.run)
     assert config == defaults and config.molecule.geometry

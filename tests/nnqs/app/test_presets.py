@@ -9,7 +9,7 @@ from nnqs.app import presets
 from nnqs.app.presets import FINE_STEPS, LARGE_SPACE, MANY_SAMPLES_SPIN_ORBITALS, PRESETS, PRESETTABLE, choose, resolve
 from nnqs.app.run import run
 from nnqs.app.runconfig import ConfigError, RunConfig, config_from_dict
-from nnqs.training.settings import LocalEnergyConfig, OptimConfig, SamplerConfig
+from nnqs.training.settings import LocalEnergyConfig, OptimConfig, SamplerConfig, StartSettings
 from nnqs.training.subspace import SubspaceConfig
 from tests.nnqs.app.helpers import TINY
 
@@ -33,7 +33,7 @@ def test_the_presettable_settings_are_unset_until_a_preset_fills_them():
     bare = config_from_dict(H2)
     assert all(_get(bare, key) is None for key in PRESETTABLE)
     classes = {"sampler": SamplerConfig, "optim": OptimConfig, "local_energy": LocalEnergyConfig,
-               "subspace": SubspaceConfig}
+               "subspace": SubspaceConfig, "start": StartSettings}
     assert {f"{s}.{k}" for s, cls in classes.items() for k in cls.DEFAULTS} == set(PRESETTABLE)
     for n, name in ((36, "default"), (LARGE["n_determinants"], "large")):
         config, summary = resolve(bare, n, 26)
@@ -65,7 +65,7 @@ def test_a_set_value_is_kept_whatever_the_preset_one_setting_at_a_time():
         section, name = key.split(".")
         value = {"sampler.unique_window": (10, 20), "sampler.weights": "counts", "optim.method": "sr_top",
                  "optim.lr": 0.5, "sampler.n_samples": 7, "sampler.eval_samples": 9, "optim.steps": 50,
-                 "local_energy.coarse_steps": 4, "subspace.cycles": 2}[key]
+                 "local_energy.coarse_steps": 4, "subspace.cycles": 2, "start.steps": 11}[key]
         mine, summary = resolve(bare.replace(section, **{name: value}), **WIDE)
         assert _get(mine, key) == value and key not in summary["set"], key
         for other in PRESETTABLE:
@@ -149,7 +149,7 @@ def test_a_run_records_its_preset_and_trains_with_it(tmp_path, monkeypatch):
     saved = json.loads((tmp_path / "out" / "result.json").read_text())
     assert saved["preset"] == result["preset"]
     assert saved["preset"] == {"name": "large", "requested": "auto", "n_determinants": 4, "n_spin_orbitals": 4,
-                               "set": {"sampler.eval_samples": 0, "sampler.weights": "counts",
+                               "set": {"sampler.eval_samples": 0, "sampler.weights": "counts", "start.steps": 300,
                                        "local_energy.coarse_steps": 3}}
     assert config_from_dict(table).matches(saved["config"]) and saved["config"]["local_energy"]["coarse_steps"] == 3
     rows = list(csv.DictReader((tmp_path / "out" / "metrics.csv").open()))
