@@ -8,7 +8,8 @@ Rules:
   penalty (``pyscf.fci.addons.fix_spin``): for a target ``ss`` (default ``S_z(S_z + 1)``, the
   lowest spin of the sector) ``P = S^2 - ss`` when ``ss`` is that lowest value, else
   ``(S^2 - ss)^2``; ``shift = 0`` means no penalty. Dense ``eigh`` below 400 determinants, else
-  Lanczos (``eigsh``). The energies returned are ``<c|H|c>`` of the unit vectors, without the
+  Lanczos (``eigsh``, two spare roots and a noisy start so that a degenerate partner is not
+  dropped). The energies returned are ``<c|H|c>`` of the unit vectors, without the
   penalty; each vector's largest ``|c|`` is positive; roots ascend in the penalised eigenvalue.
 * :func:`grow_roots`: CIPSI-like rounds from ``S``: each adds, for every root, the ``n_new``
   outside determinants with the largest ``|<a|H|psi_k>|``
@@ -75,11 +76,15 @@ def lowest_roots(H, dets, nroots: int, *, spin_shift: float = 0.0, spin_target: 
         _, vectors = np.linalg.eigh(operator.toarray())
         vectors = vectors[:, :nroots]
     else:
-        start = None
-        if v0 is not None:
-            start = np.asarray(torch.as_tensor(v0, dtype=torch.float64).cpu().numpy())[first.numpy()]
-        values, vectors = scipy.sparse.linalg.eigsh(operator, k=nroots, which="SA", v0=start, tol=tol)
-        vectors = vectors[:, np.argsort(values)]
+        # a start that is (nearly) one eigenvector spans a Krylov space missing the others, and
+        # Lanczos can drop one of a degenerate pair: noise in the start, two spare roots, room to restart
+        noise = 1e-2 * np.random.default_rng(0).standard_normal(d)
+        start = noise if v0 is None else np.asarray(torch.as_tensor(v0, dtype=torch.float64).cpu().numpy())[
+            first.numpy()] + noise * np.abs(np.asarray(v0)).max()
+        k = min(nroots + 2, d - 1)
+        values, vectors = scipy.sparse.linalg.eigsh(operator, k=k, which="SA", v0=start, tol=tol,
+                                                    ncv=min(d, max(2 * k + 1, 40)))
+        vectors = vectors[:, np.argsort(values)[:nroots]]
     vectors = vectors / np.linalg.norm(vectors, axis=0)
     vectors = vectors * np.sign(vectors[np.argmax(np.abs(vectors), axis=0), np.arange(nroots)])
     energies = np.einsum("dk,dk->k", vectors, matrix @ vectors)
@@ -106,7 +111,7 @@ def grow_roots(H, dets, nroots: int, *, n_new: int, max_cycle: int, conv_tol: fl
         merged, _ = unique_determinants(H, torch.cat([roots.dets, *new]))
         if merged.shape[0] == roots.dets.shape[0]:
             return roots, roots.nroots == nroots, history   # nothing outside S is connected: exact roots
-        start = np.concatenate([roots.coefficients[:, 0], np.zeros(merged.shape[0] - roots.dets.shape[0])])
+        start = np.concatenate([roots.coefficients.sum(axis=1), np.zeros(merged.shape[0] - roots.dets.shape[0])])
         grown = lowest_roots(H, merged, min(nroots, merged.shape[0]), v0=start,
                              **{k: v for k, v in options.items() if k != "v0"})
         change = float(np.max(np.abs(grown.energies[:roots.nroots] - roots.energies)))

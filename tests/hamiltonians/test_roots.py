@@ -65,3 +65,25 @@ def test_growth_from_one_determinant_reaches_the_exact_roots():
     assert np.all(sub.energies[:1] >= e[:1] - 1e-12)
     with pytest.raises(ValueError, match="nroots"):
         lowest_roots(H, enumerate_determinants(6, 3, 3)[:3], 4)
+
+
+def test_lanczos_keeps_both_members_of_a_degenerate_pair():
+    """N2 / cc-pVDZ CAS(8, 8), 4900 determinants (the Lanczos path): its first excited singlets are a
+    degenerate pair (Pi), and the roots are the dense diagonalisation's, pair included."""
+    from pyscf import ao2mo, gto, mcscf, scf
+
+    from hamiltonians import MolecularHamiltonian
+    from hamiltonians.exact import hamiltonian_matrix
+    from hamiltonians.spin import spin_square_matrix
+
+    mf = scf.RHF(gto.M(atom="N 0 0 0; N 0 0 1.0977", basis="cc-pvdz", verbose=0)).run()
+    mc = mcscf.CASCI(mf, 8, 8)
+    h1, ecore = mc.get_h1eff()
+    cas = MolecularHamiltonian(8, 4, 4, float(ecore), torch.from_numpy(np.ascontiguousarray(h1)),
+                               torch.from_numpy(ao2mo.restore(1, mc.get_h2eff(), 8)))
+    dets = enumerate_determinants(8, 4, 4)
+    roots = lowest_roots(cas, dets, 4, spin_shift=0.2, v0=np.ones(dets.shape[0]))
+    matrix, ordered = hamiltonian_matrix(cas, dets)
+    dense = np.linalg.eigvalsh((matrix + 0.2 * spin_square_matrix(ordered)).toarray())[:4]
+    assert np.abs(roots.energies - dense).max() < 1e-9    # singlets: the penalty is 0 on them
+    assert abs(roots.energies[1] - roots.energies[2]) < 1e-9 and roots.energies[3] - roots.energies[2] > 1e-3
