@@ -11,7 +11,9 @@ Rules:
   Lanczos (``eigsh``, two spare roots and a noisy start so that a degenerate partner is not
   dropped). The energies returned are ``<c|H|c>`` of the unit vectors, without the
   penalty; each vector's largest ``|c|`` is positive; roots ascend in the penalised eigenvalue.
-* :func:`grow_roots`: CIPSI-like rounds from ``S``: each adds, for every root, the ``n_new``
+* :func:`grow_roots`: CIPSI-like rounds from ``S`` (for several roots first joined by the singles
+  and doubles of its lowest-diagonal determinant: H conserves symmetry, so roots of another irrep
+  are reached by no connection from a ground-state space): each adds, for every root, the ``n_new``
   outside determinants with the largest ``|<a|H|psi_k>|``
   (:func:`hamiltonians.subspace.extend_by_connection`) and re-diagonalises. ``converged`` means
   the last round moved no root's energy by more than ``conv_tol`` (Hartree), or no determinant
@@ -28,6 +30,7 @@ import numpy as np
 import scipy.sparse.linalg
 import torch
 
+from hamiltonians.ci import singles_doubles
 from hamiltonians.exact import _DENSE_BELOW, hamiltonian_matrix
 from hamiltonians.spin import spin_square_matrix
 from hamiltonians.subspace import extend_by_connection, unique_determinants
@@ -94,12 +97,20 @@ def lowest_roots(H, dets, nroots: int, *, spin_shift: float = 0.0, spin_target: 
     return SubspaceRoots(energies, dets, vectors, spins)
 
 
+def _leading(H, dets: torch.Tensor) -> torch.Tensor:
+    """The determinant of ``dets`` with the lowest diagonal energy, uint8 ``[2N]``."""
+    return dets[int(torch.argmin(H.diagonal(dets)))]
+
+
 def grow_roots(H, dets, nroots: int, *, n_new: int, max_cycle: int, conv_tol: float, max_size: int | None = None,
                **options) -> tuple[SubspaceRoots, bool, list[dict]]:
     """``(roots, converged, history)``: :func:`lowest_roots` on ``dets``, then at most
     ``max_cycle`` rounds of growth (see the module), each adding up to ``n_new`` determinants per
     root and stopping at ``max_size`` determinants. ``history``: per round ``{"size",
     "energies", "change"}``. ``options`` go to :func:`lowest_roots`."""
+    dets = torch.as_tensor(dets).to(torch.uint8)
+    if nroots > 1:   # H conserves symmetry: reach the other irreps, which no H-connection from S would
+        dets = torch.cat([dets, singles_doubles(H, _leading(H, dets))])
     dets, _ = unique_determinants(H, dets)
     roots = lowest_roots(H, dets, min(nroots, dets.shape[0]), **options)   # a small start grows to nroots
     history = [{"size": int(roots.dets.shape[0]), "energies": roots.energies.tolist(), "change": None}]

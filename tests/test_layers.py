@@ -14,10 +14,12 @@ PACKAGES = ("nnqs", "samplers", "hamiltonians")
 # What each part of the project may import from the project (itself always allowed).
 ALLOWED = {
     "nnqs.errors": set(),   # the error classes, which every layer of nnqs may raise
+    "nnqs.examples": set(),   # the example configs (package data) and where they lie
     "nnqs.wavefunction": {"nnqs.errors"},
     "nnqs.parallel": {"nnqs.errors"},
     "nnqs.training": {"nnqs.errors", "nnqs.wavefunction", "nnqs.parallel", "samplers", "hamiltonians"},
-    "nnqs.app": {"nnqs.errors", "nnqs.wavefunction", "nnqs.parallel", "nnqs.training", "samplers", "hamiltonians"},
+    "nnqs.app": {"nnqs.errors", "nnqs.examples", "nnqs.wavefunction", "nnqs.parallel", "nnqs.training", "samplers",
+                 "hamiltonians"},
     "nnqs": {"nnqs.errors", "nnqs.wavefunction", "nnqs.app"},  # the root package re-exports; __main__ runs the CLI
     "samplers": set(),
     "hamiltonians": set(),

@@ -8,9 +8,7 @@ determinant space ``subspace.npz``, as for any run). What it hands PySCF depends
 :attr:`NNQSSolver.wavefunction`:
 
 * ``"subspace"`` (default): the run's determinant space ``S`` (the network's samples merged with
-  its selected-CI pool; with the previous call's space on a warm start; for several roots also
-  the singles and doubles of its leading determinant, which reach the other symmetries that no
-  H-connection from a ground-state space would) is grown for every root
+  its selected-CI pool; with the previous call's space on a warm start) is grown for every root
   and re-diagonalised until the roots stop moving (:func:`hamiltonians.roots.grow_roots`:
   ``grow`` determinants per root per round, at most ``max_cycle`` rounds, ``conv_tol``,
   ``max_space``), with the spin penalty of :meth:`NNQSSolver.fix_spin_`. The roots are exact
@@ -213,10 +211,6 @@ class NNQSSolver(lib.StreamObject):
         from hamiltonians.pyscf_io import to_pyscf_ci
         from hamiltonians.roots import grow_roots
 
-        if nroots > 1:   # H conserves symmetry: the singles and doubles of the leading determinant reach the
-            from hamiltonians.ci import singles_doubles   # other irreps, which no H-connection from S would
-
-            dets = torch.cat([torch.as_tensor(dets).to(torch.uint8), singles_doubles(H, _leading(H, dets))])
         roots, converged, history = grow_roots(H, dets, nroots, n_new=self.grow, max_cycle=max_cycle,
                                                conv_tol=self.conv_tol, max_size=self.max_space,
                                                spin_shift=self.ss_penalty or 0.0, spin_target=self.ss_value)
@@ -390,12 +384,6 @@ def _hamiltonian(h1e, eri, norb, nelec, ecore) -> MolecularHamiltonian:
     eri = ao2mo.restore(1, np.asarray(eri, dtype=np.float64), norb)   # CASCI passes packed integrals
     return MolecularHamiltonian(int(norb), int(n_alpha), int(n_beta), float(ecore), torch.from_numpy(h1.copy()),
                                 torch.from_numpy(np.ascontiguousarray(eri)))
-
-
-def _leading(H: MolecularHamiltonian, dets) -> torch.Tensor:
-    """The determinant of ``dets`` with the lowest diagonal energy, uint8 ``[2N]``."""
-    dets = torch.as_tensor(dets).to(torch.uint8)
-    return dets[int(torch.argmin(H.diagonal(dets)))]
 
 
 def _sector(norb, nelec) -> MolecularHamiltonian:

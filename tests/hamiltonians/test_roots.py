@@ -53,8 +53,13 @@ def test_growth_from_one_determinant_reaches_the_exact_roots():
     roots, converged, history = grow_roots(H, aufbau_occupation(6, 3, 3)[None], 2, n_new=20, max_cycle=50,
                                            conv_tol=1e-9)
     assert converged and np.abs(roots.energies - e).max() < 1e-9
-    sizes = [h["size"] for h in history]
-    assert sizes[0] == 1 and all(a < b for a, b in zip(sizes, sizes[1:]))
+    from hamiltonians.ci import singles_doubles
+
+    sizes = [h["size"] for h in history]   # several roots start from HF's singles and doubles (every symmetry)
+    assert sizes[0] == singles_doubles(H, aufbau_occupation(6, 3, 3)).shape[0] and all(
+        a < b for a, b in zip(sizes, sizes[1:]))
+    one, _, alone = grow_roots(H, aufbau_occupation(6, 3, 3)[None], 1, n_new=20, max_cycle=50, conv_tol=1e-9)
+    assert alone[0]["size"] == 1 and abs(one.energies[0] - e[0]) < 1e-9   # one root starts from the given space
     _, early, short = grow_roots(H, aufbau_occupation(6, 3, 3)[None], 2, n_new=20, max_cycle=2, conv_tol=1e-9)
     assert not early and len(short) == 3
     _, capped, _ = grow_roots(H, aufbau_occupation(6, 3, 3)[None], 2, n_new=20, max_cycle=50, conv_tol=1e-9,
