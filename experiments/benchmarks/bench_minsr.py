@@ -43,19 +43,19 @@ from nnqs.wavefunction.tokens import random_valid_tokens  # noqa: E402
 
 def measure(model, n_samples: int, repeats: int, seed: int) -> dict:
     g = torch.Generator().manual_seed(seed)   # the draws on the CPU, the same on every device
-    cpu = model.device
-    tokens = random_valid_tokens(model.constraint, n_samples, generator=g).to(cpu)
-    jac, t_jac, _ = best_of(cpu, repeats, lambda: log_psi_jacobian(model, tokens))
-    jac_fused, t_jac_fused, _ = best_of(cpu, repeats, lambda: log_psi_jacobian(model, tokens, explicit=False))
-    jac_ref, t_jac_ref, _ = best_of(cpu, 1, lambda: log_psi_jacobian_reference(model, tokens))
+    device = model.device
+    tokens = random_valid_tokens(model.constraint, n_samples, generator=g).to(device)
+    jac, t_jac, _ = best_of(device, repeats, lambda: log_psi_jacobian(model, tokens))
+    jac_fused, t_jac_fused, _ = best_of(device, repeats, lambda: log_psi_jacobian(model, tokens, explicit=False))
+    jac_ref, t_jac_ref, _ = best_of(device, 1, lambda: log_psi_jacobian_reference(model, tokens))
     e_loc = torch.complex(torch.randn(n_samples, generator=g, dtype=torch.float64),
-                          torch.randn(n_samples, generator=g, dtype=torch.float64)).to(cpu)
-    weights = torch.rand(n_samples, generator=g, dtype=torch.float64).to(cpu)
+                          torch.randn(n_samples, generator=g, dtype=torch.float64)).to(device)
+    weights = torch.rand(n_samples, generator=g, dtype=torch.float64).to(device)
     weights /= weights.sum()
-    (fast, _), t_fast, _ = best_of(cpu, repeats, lambda: minsr_direction(jac, e_loc, weights))
-    (slow, _), t_slow, _ = best_of(cpu, repeats, lambda: minsr_direction_reference(jac, e_loc, weights))
+    (fast, _), t_fast, _ = best_of(device, repeats, lambda: minsr_direction(jac, e_loc, weights))
+    (slow, _), t_slow, _ = best_of(device, repeats, lambda: minsr_direction_reference(jac, e_loc, weights))
     wide = jac.double()
-    _, t_wide, _ = best_of(cpu, repeats, lambda: minsr_direction(wide, e_loc, weights))
+    _, t_wide, _ = best_of(device, repeats, lambda: minsr_direction(wide, e_loc, weights))
     return {
         "n_samples": n_samples, "n_parameters": jac.shape[2],
         "jacobian_seconds": t_jac, "jacobian_fused_attention_seconds": t_jac_fused,

@@ -42,7 +42,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from experiments.common import RESULTS, cpu_model_name, save_results  # noqa: E402
+from experiments.common import CONFIGS, RESULTS, cpu_model_name, save_results  # noqa: E402
 from nnqs.app.io import atomic_write  # noqa: E402
 
 logger = logging.getLogger("gpu_suite")
@@ -110,8 +110,7 @@ def run_vmc_step(device: torch.device, quick: bool) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
             argv = ["--device", str(device), "--out", os.path.join(tmp, "step.json"), "--start-mode", "none",
                     "--floor-eps", "1e-1"]
-            argv += ["--quick"] if quick else ["--config", os.path.join(os.path.dirname(RESULTS), "configs",
-                                                                        "n2_ccpvdz_fc.toml"), "--unique", str(unique),
+            argv += ["--quick"] if quick else ["--config", str(CONFIGS / "n2_ccpvdz_fc.toml"), "--unique", str(unique),
                                                "--steps", "1"]
             result = bench_vmc_step.main(argv)["results"][0]
         step = result["steps"][-1]

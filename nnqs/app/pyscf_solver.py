@@ -34,7 +34,6 @@ sum_{st} <p_s^+ r_t^+ s_t q_s>`` (see :mod:`hamiltonians.rdm`); energies include
 
 from __future__ import annotations
 
-import csv
 import math
 import tempfile
 from pathlib import Path
@@ -217,15 +216,13 @@ class NNQSSolver(lib.StreamObject):
         self.space, self.history, self.converged = roots.dets, history, converged
         self.e_states, self.spin_squares = roots.energies.tolist(), roots.spin_squares.tolist()
         dense = n_determinants(H.n_orbitals, H.n_alpha, H.n_beta) <= self.dense_max
-        cis = []
+        states = [NNQSState(run_dir, weights, float(roots.energies[k]), 0.0, result, roots.dets,
+                            roots.coefficients[:, k]) for k in range(nroots)]
+        cis = [to_pyscf_ci(s.dets, s.coefficients, H.n_orbitals, H.n_alpha, H.n_beta) if dense else s for s in states]
         for k in range(nroots):
-            c = roots.coefficients[:, k]
-            state = NNQSState(run_dir, weights, float(roots.energies[k]), 0.0, result, roots.dets, c)
-            cis.append(to_pyscf_ci(roots.dets, c, H.n_orbitals, H.n_alpha, H.n_beta) if dense else state)
             log.note("NNQSSolver root %d: E = %.12f  <S^2> = %.4f  on %d determinants", k, roots.energies[k],
                      roots.spin_squares[k], roots.dets.shape[0])
-        self.last = NNQSState(run_dir, weights, float(roots.energies[0]), 0.0, result, roots.dets,
-                              roots.coefficients[:, 0])
+        self.last = states[0]
         log.info("NNQSSolver: %s after %d growth rounds", "converged" if converged else "not converged",
                  len(history) - 1)
         if nroots == 1:
@@ -233,14 +230,14 @@ class NNQSSolver(lib.StreamObject):
         return roots.energies.tolist(), cis
 
     def _network_state(self, run_dir: Path, result: dict, weights: dict, log):
+        from nnqs.app.report import MetricsLog
         from nnqs.training.convergence import has_stopped_improving
 
         exact = result.get("energy_exact_variational")
         e_tot = float(exact if exact is not None else result["energy"])
-        with (run_dir / "metrics.csv").open() as f:
-            rows = list(csv.DictReader(f))
-        energies, stderrs = [float(r["energy"]) for r in rows], [float(r["stderr"]) for r in rows]
-        self.converged = has_stopped_improving(energies, stderrs, window=max(5, len(rows) // 10))
+        metrics = MetricsLog.read(run_dir / "metrics.csv")
+        energies, stderrs = metrics.column("energy"), metrics.column("stderr")
+        self.converged = has_stopped_improving(energies, stderrs, window=max(5, len(energies) // 10))
         state = NNQSState(run_dir, weights, e_tot, 0.0 if exact is not None else float(result["energy_stderr"]),
                           result)
         self.e_states, self.last, self.space = [e_tot], state, None

@@ -116,6 +116,7 @@ def test_past_the_dense_size_the_roots_stay_sparse_and_exact(n2_sto3g, tmp_path)
     ref = reference_rdms(_sector(4, (2, 2)), state.dets, state.coefficients)
     for ours, theirs in ((a, ref.dm1a), (b, ref.dm1b), (aa, ref.dm2aa), (ab, ref.dm2ab), (bb, ref.dm2bb)):
         assert np.abs(ours - theirs).max() < 1e-10
+    assert set(state.rdm_stderr) == {"dm1a", "dm1b", "dm2aa", "dm2ab", "dm2bb"}   # exact on the set: zero bars
     assert all(np.all(v == 0) for v in state.rdm_stderr.values())
     assert abs(solver.spin_square(state, 4, (2, 2))[0]) < 1e-8
     dense_c = from_pyscf_ci(exact.ci, state.dets, 4, 2, 2)
