@@ -1,7 +1,8 @@
 """Shared helpers of the scripts under ``experiments/``: the one module they import besides the packages.
 
 * paths: ``EXPERIMENTS``, ``CONFIGS``, ``RESULTS``;
-* benchmarks: peak memory, timing, the CPU's name, :func:`save_results` (JSON with provenance);
+* benchmarks: ``--device`` (:func:`add_device_argument`), peak memory, timing, the CPU's name,
+  :func:`save_results` (JSON with provenance);
 * random-weight sampling models (``bench_sampling``, ``bench_sampling_revisions``, ``decode_floor``):
   :func:`electrons_for`, :func:`build_model`, :func:`generator`, :func:`calibrate`;
 * :func:`calibrate_n_samples` (``bench_vmc_step``, ``bench_distributed``);
@@ -13,6 +14,7 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
 import copy
 import dataclasses
@@ -40,6 +42,25 @@ provenance()   # read (and cached) on import: results record the code a script s
 
 #: A timed run longer than this (seconds) is not repeated.
 LONG_RUN_S = 10.0
+
+
+def add_device_argument(parser, *, cpu_only: str | None = None, default: str = "cpu") -> None:
+    """Add ``--device`` (parsed into a ``torch.device``) to a benchmark's ``parser``.
+
+    ``cpu_only``: why the benchmark measures CPU code only; any other device is then refused
+    at parse time with that reason (argparse's one-line error, exit code 2).
+    """
+    def parse(text: str) -> torch.device:
+        try:
+            device = torch.device(text)
+        except RuntimeError as error:
+            raise argparse.ArgumentTypeError(f"not a device: {text!r} ({error})") from None
+        if cpu_only and device.type != "cpu":
+            raise argparse.ArgumentTypeError(f"{text!r}: this benchmark measures CPU code only ({cpu_only})")
+        return device
+
+    parser.add_argument("--device", type=parse, default=default,
+                        help="cpu (default), cuda, cuda:1, ..." if not cpu_only else f"cpu only: {cpu_only}")
 
 
 class PeakMemory:
@@ -303,9 +324,11 @@ LOCAL_ENERGY_SYSTEMS = {
 }
 
 
-def fitted_samples(name: str, order: str, *, n_samples: int, start_steps: int, seed: int):
-    """A d32/L4 network (the run default) fitted to the CISD state of ``name`` in ``order``, and
-    BAS samples of it: ``(system, model, batch, log_psi, fit_seconds, sample_seconds)``."""
+def fitted_samples(name: str, order: str, *, n_samples: int, start_steps: int, seed: int,
+                   device: torch.device = torch.device("cpu")):
+    """A d32/L4 network (the run default) fitted to the CISD state of ``name`` in ``order`` (on
+    the CPU), then moved to ``device`` with the system's Hamiltonian, and BAS samples of it
+    drawn there: ``(system, model, batch, log_psi, fit_seconds, sample_seconds)``."""
     from nnqs.app.system import build_model as build_run_model, build_system
     from nnqs.training.start import Start, StartSettings
     from nnqs.wavefunction.config import ModelConfig
@@ -319,8 +342,9 @@ def fitted_samples(name: str, order: str, *, n_samples: int, start_steps: int, s
     start = Start(StartSettings(mode="cisd", steps=start_steps))
     _, fit_s = timed(cpu, lambda: start.kernel(model, system.hamiltonian, hf_occupation=system.hf_occupation,
                                                order=system.order))
-    model.eval()
-    batch, sample_s = timed(cpu, lambda: bas.sample(model, n_samples, generator=torch.Generator().manual_seed(seed)))
+    model.eval().to(device)
+    system = dataclasses.replace(system, hamiltonian=system.hamiltonian.to(device=device))
+    batch, sample_s = timed(device, lambda: bas.sample(model, n_samples, generator=generator(device, seed)))
     with torch.no_grad():
         log_psi = model.log_psi(batch.tokens)
     return system, model, batch, log_psi, fit_s, sample_s

@@ -17,9 +17,9 @@ samples, and on those same samples:
 Usage::
 
     python experiments/benchmarks/bench_connected.py [--systems n2_sto3g,h2o_631g] [--orders given,reversed]
-                                          [--n-samples 100000] [--eps 1e-5,1e-4,1e-3,1e-2] [--quick]
+                                          [--n-samples 100000] [--eps 1e-5,1e-4,1e-3,1e-2] [--device cpu] [--quick]
 
-Writes JSON (default ``experiments/results/bench_connected_cpu.json``) and prints a table.
+Writes JSON (default ``experiments/results/bench_connected_<device>.json``) and prints a table.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from experiments.common import LOCAL_ENERGY_SYSTEMS, RESULTS, fitted_samples, save_results, timed  # noqa: E402
+from experiments.common import (LOCAL_ENERGY_SYSTEMS, RESULTS, add_device_argument, fitted_samples,  # noqa: E402
+                                save_results, timed)
 from nnqs.training.estimators import estimate_energy, evaluate_local_energies, sample_weights  # noqa: E402
 from nnqs.wavefunction.branching import first_difference  # noqa: E402
 from nnqs.wavefunction.tokens import occupations_to_tokens, tokens_to_occupations  # noqa: E402
@@ -41,9 +42,6 @@ from nnqs.wavefunction.tokens import occupations_to_tokens, tokens_to_occupation
 logger = logging.getLogger("bench_connected")
 
 SYSTEMS = LOCAL_ENERGY_SYSTEMS
-
-
-CPU = torch.device("cpu")
 
 
 def mean_first_change(H, tokens: torch.Tensor, rows: int = 200) -> float:
@@ -54,15 +52,17 @@ def mean_first_change(H, tokens: torch.Tensor, rows: int = 200) -> float:
     return float(first.double().mean()) / H.n_orbitals
 
 
-def bench_system(name: str, order: str, *, n_samples: int, eps_list, pretrain_steps: int, seed: int) -> dict:
+def bench_system(name: str, order: str, *, n_samples: int, eps_list, pretrain_steps: int, seed: int,
+                 device: torch.device = torch.device("cpu")) -> dict:
     system, model, batch, log_psi, fit_s, sample_s = fitted_samples(name, order, n_samples=n_samples,
-                                                                    start_steps=pretrain_steps, seed=seed)
+                                                                    start_steps=pretrain_steps, seed=seed,
+                                                                    device=device)
     H = system.hamiltonian
     weights = sample_weights(batch)
 
     def run(mode, threshold=0.0, amplitudes="cache"):
         with torch.no_grad():
-            result, seconds = timed(CPU, lambda: evaluate_local_energies(model, H, batch.tokens, log_psi, mode,
+            result, seconds = timed(device, lambda: evaluate_local_energies(model, H, batch.tokens, log_psi, mode,
                                                                      threshold=threshold, amplitudes=amplitudes))
         energy = estimate_energy(result.e_loc, weights, batch.n_samples).energy
         return {"mode": mode, "threshold": threshold, "amplitudes": amplitudes, "energy": energy, "seconds": seconds,
@@ -97,16 +97,17 @@ def main(argv=None) -> dict:
                    help="[start] steps of the CISD fit")
     p.add_argument("--quick", action="store_true", help="LiH, 2000 samples, 20 fit steps (smoke test)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=os.path.join(RESULTS,
-                                                 "bench_connected_cpu.json"))
+    add_device_argument(p)
+    p.add_argument("--out", default=None, help="JSON (default results/bench_connected_<device>.json)")
     args = p.parse_args(argv)
+    args.out = args.out or os.path.join(RESULTS, f"bench_connected_{args.device.type}.json")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(1)
     if args.quick:
         args.systems, args.n_samples, args.pretrain_steps = "lih_sto3g", 2000, 20
     eps_list = [float(e) for e in args.eps.split(",")]
     results = [bench_system(s, o, n_samples=args.n_samples, eps_list=eps_list, pretrain_steps=args.pretrain_steps,
-                            seed=args.seed)
+                            seed=args.seed, device=args.device)
                for s in args.systems.split(",") for o in args.orders.split(",")]
     print(f"{'system':11s} {'order':8s} {'N':>3s} {'U':>6s} {'f/N':>5s} {'mode':9s} {'eps':>7s} {'amps':5s} "
           f"{'bias mHa':>9s} {'kept':>6s} {'evaluated':>9s} {'seconds':>8s}")

@@ -45,7 +45,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from experiments.common import EXPERIMENTS, calibrate_n_samples, save_results  # noqa: E402
+from experiments.common import EXPERIMENTS, add_device_argument, calibrate_n_samples, save_results  # noqa: E402
 from nnqs.app.runconfig import load_config  # noqa: E402
 from nnqs.app.system import build_model, build_system  # noqa: E402
 from nnqs.parallel import LOCAL  # noqa: E402
@@ -127,6 +127,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="the network's state: fresh (default) or fitted to the CISD start")
     parser.add_argument("--quick", action="store_true", help="a small system and sample, for tests")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "bench_distributed_cpu.json"))
+    add_device_argument(parser, cpu_only="it spawns gloo processes on this machine's cores; on GPUs launch "
+                                        "`torchrun ... -m nnqs run --device cuda`")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(1)

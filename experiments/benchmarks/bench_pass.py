@@ -1,9 +1,11 @@
 """Configurations per second of the network's full pass (``log psi`` without gradients), and
-what changes it: the batch size, ``torch.inference_mode``, the attention written out, and
-``torch.compile`` (its compile time reported apart), at d_model 32 and 64.
+what changes it: the batch size, ``torch.inference_mode``, the attention written out, an
+attention for short sequences (:func:`short_causal_attention`), and ``torch.compile`` with and
+without it (compile time reported apart), at d_model 32 and 64.
 
-Every variant is timed on the same configurations in one run (best of ``--repeats``), so the
-ratios compare like with like; every variant's output is checked against the eager pass.
+Every variant is timed on the same configurations in one run, round-robin (variant after
+variant, ``--repeats`` rounds, best of each), so a noisy machine slows them alike and the ratios
+compare like with like; every variant's output is checked against the eager pass.
 A per-operator profile of the eager pass at the first batch size shows where the time goes,
 and a dense matrix product gives the core's attainable GFLOP/s.
 
@@ -19,13 +21,15 @@ import contextlib
 import logging
 import os
 import sys
-import time
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from experiments.common import EXPERIMENTS, best_of, save_results  # noqa: E402
+import nnqs.wavefunction.attention as attention_module  # noqa: E402
+from experiments.common import EXPERIMENTS, best_of, save_results, timed  # noqa: E402
 from nnqs.wavefunction.attention import explicit_attention  # noqa: E402
 from nnqs.wavefunction.config import ModelConfig  # noqa: E402
 from nnqs.wavefunction.model import TransformerWavefunction  # noqa: E402
@@ -38,6 +42,27 @@ def best_seconds(fn, repeats: int, device: torch.device = torch.device("cpu")) -
     """Best time of ``repeats`` calls after one warm-up call (:func:`experiments.common.best_of`)."""
     fn()
     return best_of(device, repeats, fn)[1]
+
+
+def short_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal attention for short sequences, ``[B, H, T, d]`` -> ``[B, H, T, d]``: the scores of
+    all ``B H`` heads by one batched product that also adds the causal mask (``baddbmm`` of a
+    ``[T, T]`` additive mask), a softmax over rows of ``T``, one batched product with the values."""
+    b, h, t, d = q.shape
+    future = torch.full((t, t), float("-inf"), dtype=q.dtype, device=q.device).triu(1)
+    scores = torch.baddbmm(future, q.reshape(b * h, t, d), k.reshape(b * h, t, d).transpose(1, 2), alpha=d ** -0.5)
+    return torch.bmm(scores.softmax(dim=-1), v.reshape(b * h, t, d)).view(b, h, t, d)
+
+
+@contextlib.contextmanager
+def short_attention():
+    """Inside, the model's uncached full passes use :func:`short_causal_attention`."""
+    fused = attention_module._fused_causal
+    attention_module._fused_causal = short_causal_attention
+    try:
+        yield
+    finally:
+        attention_module._fused_causal = fused
 
 
 def pass_flops(config) -> float:
@@ -72,8 +97,8 @@ def main(argv=None) -> dict:
     p.add_argument("--orbitals", type=int, default=26)
     p.add_argument("--electrons", type=int, default=5, help="per spin")
     p.add_argument("--d-models", default="32,64")
-    p.add_argument("--batches", default="256,1024,4096")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--batches", default="64,256,1024,4096")
+    p.add_argument("--repeats", type=int, default=10, help="round-robin rounds")
     p.add_argument("--no-compile", action="store_true")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu", help="cpu, cuda, ...")
@@ -86,52 +111,67 @@ def main(argv=None) -> dict:
     peak = matmul_gflops(device=device)
     logger.info("1024^3 fp32 matrix product: %.1f GFLOP/s", peak)
     rows, profiles = [], {}
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
     for d_model in (int(d) for d in args.d_models.split(",")):
         config = ModelConfig(d_model=d_model).for_system(args.orbitals, args.electrons, args.electrons)
         torch.manual_seed(0)
         model = TransformerWavefunction(config).eval().to(device)
         flops = pass_flops(config)
-        compiled = None
         generator = torch.Generator().manual_seed(1)
         for batch in (int(b) for b in args.batches.split(",")):
             tokens = random_valid_tokens(model.constraint, batch, generator=generator).to(device)
-            with torch.no_grad():
-                reference = model.log_psi(tokens, validate=False)
-            variants = {
-                "eager, no_grad": (torch.no_grad, lambda: model.log_psi(tokens, validate=False)),
-                "eager, inference_mode": (torch.inference_mode, lambda: model.log_psi(tokens, validate=False)),
-                "attention written out": (lambda: _both(torch.inference_mode(), explicit_attention(model)),
-                                          lambda: model.log_psi(tokens, validate=False)),
-            }
-            if not args.no_compile:
-                if compiled is None:
-                    start = time.perf_counter()
-                    compiled = torch.compile(lambda t: model.log_psi(t, validate=False), dynamic=False)
-                    with torch.inference_mode():
-                        compiled(tokens)
-                    logger.info("d_model %d: compiled in %.0f s", d_model, time.perf_counter() - start)
-                variants["torch.compile"] = (torch.inference_mode, lambda: compiled(tokens))
-            for name, (context, fn) in variants.items():
-                with context():
-                    seconds = best_seconds(fn, args.repeats, device)
-                    difference = float((fn() - reference).abs().max())
-                row = {"d_model": d_model, "batch": batch, "variant": name, "us_per_config": 1e6 * seconds / batch,
-                       "configs_per_second": batch / seconds, "gflops": flops * batch / seconds / 1e9,
-                       "max_abs_difference": difference}
-                rows.append(row)
-                logger.info("d_model %d, batch %d, %-22s %7.1f us/config  %5.1f GFLOP/s  |diff| %.1e", d_model,
-                            batch, name, row["us_per_config"], row["gflops"], difference)
+            rows.extend(time_variants(model, tokens, flops, args.repeats, device, compile_too=not args.no_compile))
         profiles[str(d_model)] = profile_top(model, random_valid_tokens(model.constraint, int(args.batches.split(",")[0]),
                                                                    generator=generator).to(device))
     base = {(r["d_model"], r["batch"]): r["us_per_config"] for r in rows if r["variant"] == "eager, no_grad"}
     for r in rows:
         r["speedup_over_eager"] = base[(r["d_model"], r["batch"])] / r["us_per_config"]
-    print(f"{'d':>3s} {'batch':>6s} {'variant':<24s} {'us/config':>10s} {'GFLOP/s':>8s} {'x eager':>8s}")
+    print(f"{'d':>3s} {'batch':>6s} {'variant':<32s} {'us/config':>10s} {'GFLOP/s':>8s} {'x eager':>8s}")
     for r in rows:
-        print(f"{r['d_model']:3d} {r['batch']:6d} {r['variant']:<24s} {r['us_per_config']:10.1f} {r['gflops']:8.1f} "
+        print(f"{r['d_model']:3d} {r['batch']:6d} {r['variant']:<32s} {r['us_per_config']:10.1f} {r['gflops']:8.1f} "
               f"{r['speedup_over_eager']:8.2f}")
     print(f"matrix product: {peak:.1f} GFLOP/s")
     return save_results(args.out, rows, args=args, matmul_gflops=peak, profiles=profiles)
+
+
+def time_variants(model, tokens, flops: float, repeats: int, device: torch.device, compile_too: bool) -> list[dict]:
+    """Every variant of the pass over ``tokens``, timed round-robin; one row per variant."""
+    def log_psi(t):
+        return model.log_psi(t, validate=False)
+
+    variants: dict[str, tuple[Callable[[], Any], Callable[[torch.Tensor], torch.Tensor]]] = {
+        "eager, no_grad": (torch.no_grad, log_psi),
+        "eager, inference_mode": (torch.inference_mode, log_psi),
+        "attention written out": (lambda: _both(torch.inference_mode(), explicit_attention(model)), log_psi),
+        "short attention": (lambda: _both(torch.inference_mode(), short_attention()), log_psi),
+    }
+    compile_seconds = {}
+    if compile_too:
+        for name, context in (("torch.compile", torch.inference_mode),
+                              ("torch.compile + short attention", variants["short attention"][0])):
+            compiled = torch.compile(log_psi, dynamic=False)
+            with context():
+                compile_seconds[name] = timed(device, lambda: compiled(tokens))[1]
+            variants[name] = (context, compiled)
+    with torch.no_grad():
+        reference = log_psi(tokens)
+    best, difference = dict.fromkeys(variants, float("inf")), {}
+    for name, (context, fn) in variants.items():   # warm-up, and the check against the eager pass
+        with context():
+            difference[name] = float((fn(tokens) - reference).abs().max())
+    for _ in range(repeats):
+        for name, (context, fn) in variants.items():
+            with context():
+                best[name] = min(best[name], timed(device, lambda: fn(tokens))[1])
+    batch, rows = tokens.shape[0], []
+    for name, seconds in best.items():
+        rows.append({"d_model": model.config.d_model, "batch": batch, "variant": name,
+                     "us_per_config": 1e6 * seconds / batch, "configs_per_second": batch / seconds,
+                     "gflops": flops * batch / seconds / 1e9, "max_abs_difference": difference[name],
+                     "compile_seconds": compile_seconds.get(name)})
+        logger.info("d_model %d, batch %d, %-32s %7.1f us/config  %5.1f GFLOP/s  |diff| %.1e",
+                    model.config.d_model, batch, name, rows[-1]["us_per_config"], rows[-1]["gflops"], difference[name])
+    return rows
 
 
 @contextlib.contextmanager

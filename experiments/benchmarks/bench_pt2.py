@@ -34,7 +34,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from experiments.common import RESULTS, save_results  # noqa: E402
+from experiments.common import RESULTS, add_device_argument, save_results  # noqa: E402
 from hamiltonians import from_pyscf  # noqa: E402
 from hamiltonians.ci import cisd, selected_ci  # noqa: E402
 from hamiltonians.pt2 import en_pt2, semistochastic_pt2  # noqa: E402
@@ -97,6 +97,7 @@ def main(argv=None) -> dict:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="30000 determinants, deterministic on CISD (15436; smoke test)")
     p.add_argument("--out", default=None, help="JSON (default results/bench_pt2_cpu.json)")
+    add_device_argument(p, cpu_only="selected CI and PT2 run in NumPy and Numba")
     args = p.parse_args(argv)
     if args.quick:
         args.determinants, args.deterministic_size = 30_000, 20_000

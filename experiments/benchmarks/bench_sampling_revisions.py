@@ -10,9 +10,9 @@ bytes the cache allocated.
 
 Usage::
 
-    python experiments/benchmarks/bench_sampling_revisions.py --rev HEAD~1 [--rounds 3] [--repeats 3] [--quick]
+    python experiments/benchmarks/bench_sampling_revisions.py --rev HEAD~1 [--rounds 3] [--repeats 3] [--device cpu] [--quick]
 
-Writes JSON (default ``experiments/results/bench_sampling_revisions_cpu.json``) and prints a table.
+Writes JSON (default ``experiments/results/bench_sampling_revisions_<device>.json``) and prints a table.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import tempfile
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, HERE)
 
-from experiments.common import save_results  # noqa: E402
+from experiments.common import add_device_argument, save_results  # noqa: E402
 
 POINTS = [("d64", 10, 1000), ("d64", 20, 1000), ("d64", 40, 1000), ("d64", 80, 1000),
           ("d64", 10, 10000), ("d64", 20, 10000), ("d256", 10, 1000), ("d256", 20, 1000)]
@@ -45,15 +45,20 @@ try:
 except ImportError:
     from experiments.bench_sampling import build_model, electrons_for, generator
 from samplers import bas
-cpu = torch.device("cpu")
+device = torch.device(sys.argv[4])
+def sync():
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 out = []
 for p in json.loads(sys.argv[2]):
-    model, _ = build_model(p["model"], p["n"], electrons_for(p["n"], p["frontier"]), "float32", cpu, 0)
-    batch = bas.sample(model, p["n_samples"], generator=generator(cpu, 0))  # warm-up
+    model, _ = build_model(p["model"], p["n"], electrons_for(p["n"], p["frontier"]), "float32", device, 0)
+    batch = bas.sample(model, p["n_samples"], generator=generator(device, 0))  # warm-up
     best = float("inf")
     for _ in range(int(sys.argv[3])):
+        sync()
         t = time.perf_counter()
-        batch = bas.sample(model, p["n_samples"], generator=generator(cpu, 0))
+        batch = bas.sample(model, p["n_samples"], generator=generator(device, 0))
+        sync()
         best = min(best, time.perf_counter() - t)
     weights = torch.arange(1, batch.tokens.shape[1] + 1)
     out.append({"seconds": best, "n_unique": batch.n_unique,
@@ -64,23 +69,22 @@ print(json.dumps(out))
 """
 
 
-def calibrated_points(points) -> list[dict]:
+def calibrated_points(points, device) -> list[dict]:
     import torch
 
     from experiments.common import build_model, calibrate, electrons_for
 
     torch.set_num_threads(1)
-    cpu = torch.device("cpu")
     out = []
     for name, n, frontier in points:
-        model, _ = build_model(name, n, electrons_for(n, frontier), "float32", cpu, 0)
-        n_samples, _ = calibrate(model, frontier, cpu, 0)
+        model, _ = build_model(name, n, electrons_for(n, frontier), "float32", device, 0)
+        n_samples, _ = calibrate(model, frontier, device, 0)
         out.append({"model": name, "n": n, "frontier": frontier, "n_samples": n_samples})
     return out
 
 
-def time_tree(tree: str, points: list[dict], repeats: int) -> list[dict]:
-    proc = subprocess.run([sys.executable, "-c", WORKER, tree, json.dumps(points), str(repeats)],
+def time_tree(tree: str, points: list[dict], repeats: int, device="cpu") -> list[dict]:
+    proc = subprocess.run([sys.executable, "-c", WORKER, tree, json.dumps(points), str(repeats), str(device)],
                           capture_output=True, text=True, check=True, cwd=tree)
     return json.loads(proc.stdout)
 
@@ -91,9 +95,12 @@ def main(argv=None) -> dict:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="two tiny points (smoke test)")
-    p.add_argument("--out", default=os.path.join(HERE, "experiments", "results", "bench_sampling_revisions_cpu.json"))
+    add_device_argument(p)
+    p.add_argument("--out", default=None, help="JSON (default results/bench_sampling_revisions_<device>.json)")
     args = p.parse_args(argv)
-    points = calibrated_points(QUICK_POINTS if args.quick else POINTS)
+    args.out = args.out or os.path.join(HERE, "experiments", "results",
+                                        f"bench_sampling_revisions_{args.device.type}.json")
+    points = calibrated_points(QUICK_POINTS if args.quick else POINTS, args.device)
     with tempfile.TemporaryDirectory() as tmp:
         before = os.path.join(tmp, "before")
         subprocess.run(["git", "-C", HERE, "worktree", "add", "--detach", before, args.rev],
@@ -103,8 +110,8 @@ def main(argv=None) -> dict:
                                  check=True).stdout.strip()
             runs = {"before": [], "after": []}
             for _ in range(args.rounds):
-                runs["before"].append(time_tree(before, points, args.repeats))
-                runs["after"].append(time_tree(HERE, points, args.repeats))
+                runs["before"].append(time_tree(before, points, args.repeats, args.device))
+                runs["after"].append(time_tree(HERE, points, args.repeats, args.device))
         finally:
             subprocess.run(["git", "-C", HERE, "worktree", "remove", "--force", before], capture_output=True)
     rows = []

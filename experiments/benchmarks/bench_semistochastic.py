@@ -17,9 +17,9 @@ writing the pool out and drawing from it (the reference), side by side in second
 Usage::
 
     python experiments/benchmarks/bench_semistochastic.py [--systems n2_sto3g,h2o_631g] [--n-samples 100000]
-        [--eps 1e-2,3e-2,1e-1] [--draws 10,100] [--repeats 5] [--quick] [--kernel-only]
+        [--eps 1e-2,3e-2,1e-1] [--draws 10,100] [--repeats 5] [--device cpu] [--quick] [--kernel-only]
 
-Writes JSON (default ``experiments/results/bench_semistochastic_cpu.json``) and prints a table.
+Writes JSON (default ``experiments/results/bench_semistochastic_<device>.json``) and prints a table.
 """
 
 from __future__ import annotations
@@ -34,23 +34,22 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from experiments.common import RESULTS, fitted_samples, save_results, timed  # noqa: E402
+from experiments.common import RESULTS, add_device_argument, fitted_samples, save_results, timed  # noqa: E402
 from nnqs.training.estimators import estimate_energy, evaluate_local_energies, sample_weights  # noqa: E402
 
 logger = logging.getLogger("bench_semistochastic")
-CPU = torch.device("cpu")
 
 
 def bench_system(name: str, *, n_samples: int, eps_list, draws_list, repeats: int, start_steps: int,
-                 seed: int) -> dict:
+                 seed: int, device: torch.device = torch.device("cpu")) -> dict:
     system, model, batch, log_psi, fit_s, _ = fitted_samples(name, "given", n_samples=n_samples,
-                                                             start_steps=start_steps, seed=seed)
+                                                             start_steps=start_steps, seed=seed, device=device)
     H, weights = system.hamiltonian, sample_weights(batch)
-    draw_stream = torch.Generator().manual_seed(seed + 1)
+    draw_stream = torch.Generator(device=device).manual_seed(seed + 1)
 
     def run(mode, threshold=0.0, draws=0):
         with torch.no_grad():
-            result, seconds = timed(CPU, lambda: evaluate_local_energies(
+            result, seconds = timed(device, lambda: evaluate_local_energies(
                 model, H, batch.tokens, log_psi, mode, threshold=threshold, draws=draws, generator=draw_stream))
         return estimate_energy(result.e_loc, weights, batch.n_samples).energy, result.n_evaluated, seconds
 
@@ -75,7 +74,7 @@ def bench_system(name: str, *, n_samples: int, eps_list, draws_list, repeats: in
 
 
 def bench_kernel(name: str, *, n_samples: int, eps_list, draws_list, repeats: int, start_steps: int,
-                 seed: int) -> dict:
+                 seed: int, device: torch.device = torch.device("cpu")) -> dict:
     """Seconds of the semistochastic connections (no amplitudes) by the heat-bath walk and by the
     written-out pool, best of ``repeats``, on a CISD fit's samples."""
     from hamiltonians.determinants import as_occupation
@@ -93,7 +92,7 @@ def bench_kernel(name: str, *, n_samples: int, eps_list, draws_list, repeats: in
                 best, drawn = math.inf, 0
                 for r in range(repeats):
                     gen = torch.Generator().manual_seed(seed + r)
-                    parts, seconds = timed(CPU, lambda: list(H.semistochastic_connections(
+                    parts, seconds = timed(device, lambda: list(H.semistochastic_connections(
                         occ, threshold=eps, draws=draws, generator=gen, eps=1e-12, heat_bath=walk)))
                     best, drawn = min(best, seconds), sum(p[5][0].shape[0] for p in parts)
                 row["walk_seconds" if walk else "written_seconds"], row["n_drawn"] = best, drawn
@@ -117,8 +116,12 @@ def main(argv=None) -> dict:
     p.add_argument("--kernel-only", action="store_true", help="time the heat-bath walk against the written-out pool")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="JSON (default results/bench_semistochastic[_kernel]_cpu.json)")
+    add_device_argument(p)
     args = p.parse_args(argv)
-    args.out = args.out or os.path.join(RESULTS, f"bench_semistochastic{'_kernel' if args.kernel_only else ''}_cpu.json")
+    if args.kernel_only and args.device.type != "cpu":
+        p.error("--kernel-only times the compiled heat-bath walk, which runs on the CPU: use --device cpu")
+    kind = "_kernel" if args.kernel_only else ""
+    args.out = args.out or os.path.join(RESULTS, f"bench_semistochastic{kind}_{args.device.type}.json")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(1)
     if args.quick:
@@ -127,7 +130,7 @@ def main(argv=None) -> dict:
     draws_list = [int(d) for d in args.draws.split(",")]
     bench = bench_kernel if args.kernel_only else bench_system
     results = [bench(s, n_samples=args.n_samples, eps_list=eps_list, draws_list=draws_list, repeats=args.repeats,
-                     start_steps=args.start_steps, seed=args.seed) for s in args.systems.split(",")]
+                     start_steps=args.start_steps, seed=args.seed, device=args.device) for s in args.systems.split(",")]
     if args.kernel_only:
         print(f"{'system':11s} {'U':>6s} {'eps':>6s} {'draws':>5s} {'walk s':>8s} {'written s':>9s} {'speed-up':>8s}")
         for r in results:

@@ -43,7 +43,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from experiments.common import (RESULTS, build_model, calibrate, cpu_model_name, electrons_for,  # noqa: E402
+from experiments.common import (RESULTS, add_device_argument, build_model, calibrate, cpu_model_name, electrons_for,  # noqa: E402
                                 generator, save_results)
 from samplers import bas, naive  # noqa: E402
 
@@ -141,6 +141,7 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=os.path.join(RESULTS,
                                                  "decode_floor_cpu.json"))
+    add_device_argument(p, cpu_only="the floor is the CPU's memory bandwidth")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(1)

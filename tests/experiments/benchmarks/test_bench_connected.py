@@ -10,7 +10,7 @@ from experiments.benchmarks import bench_connected
 def test_bench_connected_quick(tmp_path):
     pytest.importorskip("pyscf")
     out = tmp_path / "bench.json"
-    payload = bench_connected.main(["--quick", "--orders", "given", "--eps", "1e-3,1e-1", "--out", str(out)])
+    payload = bench_connected.main(["--quick", "--device", "cpu", "--orders", "given", "--eps", "1e-3,1e-1", "--out", str(out)])
     assert json.loads(out.read_text())["results"] == payload["results"]
     (result,) = payload["results"]
     assert abs(result["cache_minus_full_mha"]) < 1e-6  # float32 network; the same numbers

@@ -7,7 +7,7 @@ from experiments.benchmarks import bench_sampling_revisions
 
 def test_quick_comparison_with_head(tmp_path):
     out = tmp_path / "revisions.json"
-    payload = bench_sampling_revisions.main(["--rev", "HEAD", "--quick", "--rounds", "1", "--repeats", "1",
+    payload = bench_sampling_revisions.main(["--rev", "HEAD", "--quick", "--device", "cpu", "--rounds", "1", "--repeats", "1",
                                              "--out", str(out)])
     assert json.loads(out.read_text()) == payload
     assert len(payload["meta"]["before"]) == 40

@@ -11,7 +11,7 @@ from experiments.benchmarks import bench_semistochastic
 def test_bench_semistochastic_quick(tmp_path):
     pytest.importorskip("pyscf")
     out = tmp_path / "bench.json"
-    payload = bench_semistochastic.main(["--quick", "--eps", "1e-1", "--draws", "2,50", "--out", str(out)])
+    payload = bench_semistochastic.main(["--quick", "--device", "cpu", "--eps", "1e-1", "--draws", "2,50", "--out", str(out)])
     assert json.loads(out.read_text())["results"] == payload["results"]
     (result,) = payload["results"]
     modes = {(m["mode"], m["draws"]): m for m in result["modes"]}
