@@ -75,16 +75,33 @@ def pass_flops(config) -> float:
     return 2.0 * (layers * (n * per_token + attention) + n * d * 4)
 
 
-def profile_top(model, tokens, rows: int = 8) -> list[dict]:
-    """The eager pass's operators by self CPU time (share of the total)."""
+def profile_top(model, tokens, rows: int = 8) -> dict[str, list[dict]]:
+    """The operators by self CPU time (share of the total) of the eager pass, and of the pass
+    with the short attention."""
     from torch.profiler import profile
 
-    with torch.inference_mode(), profile() as prof:
-        for _ in range(3):
-            model.log_psi(tokens, validate=False)
-    events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
-    total = sum(e.self_cpu_time_total for e in events)
-    return [{"op": e.key, "share": e.self_cpu_time_total / total} for e in events[:rows]]
+    out = {}
+    for name, context in (("eager", contextlib.nullcontext), ("short attention", short_attention)):
+        with torch.inference_mode(), context(), profile() as prof:
+            for _ in range(3):
+                model.log_psi(tokens, validate=False)
+        events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+        total = sum(e.self_cpu_time_total for e in events)
+        out[name] = [{"op": e.key, "share": e.self_cpu_time_total / total} for e in events[:rows]]
+    return out
+
+
+def softmax_floor(config, batch: int, repeats: int, device: torch.device) -> dict:
+    """Microseconds per configuration and layer of the attention's softmax alone (rows of ``T``
+    over ``[batch H, T, T]`` scores), against ``exp`` over as many contiguous elements: what the
+    short rows cost beyond the arithmetic."""
+    t, h = config.n_orbitals, config.n_heads
+    scores = torch.randn(batch * h, t, t, device=device)
+    flat = scores.reshape(-1).clone()
+    row = best_seconds(lambda: scores.softmax(dim=-1), repeats, device)
+    elementwise = best_seconds(lambda: flat.exp(), repeats, device)
+    return {"batch": batch, "softmax_us_per_config_layer": 1e6 * row / batch,
+            "flat_exp_us_per_config_layer": 1e6 * elementwise / batch}
 
 
 def matmul_gflops(size: int = 1024, repeats: int = 5, device: torch.device = torch.device("cpu")) -> float:
@@ -110,7 +127,7 @@ def main(argv=None) -> dict:
     torch.set_num_threads(args.threads)
     peak = matmul_gflops(device=device)
     logger.info("1024^3 fp32 matrix product: %.1f GFLOP/s", peak)
-    rows, profiles = [], {}
+    rows, profiles, floors = [], {}, {}
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
     for d_model in (int(d) for d in args.d_models.split(",")):
         config = ModelConfig(d_model=d_model).for_system(args.orbitals, args.electrons, args.electrons)
@@ -121,8 +138,13 @@ def main(argv=None) -> dict:
         for batch in (int(b) for b in args.batches.split(",")):
             tokens = random_valid_tokens(model.constraint, batch, generator=generator).to(device)
             rows.extend(time_variants(model, tokens, flops, args.repeats, device, compile_too=not args.no_compile))
-        profiles[str(d_model)] = profile_top(model, random_valid_tokens(model.constraint, int(args.batches.split(",")[0]),
-                                                                   generator=generator).to(device))
+        first = int(args.batches.split(",")[0])
+        profiles[str(d_model)] = profile_top(model, random_valid_tokens(model.constraint, first,
+                                                                        generator=generator).to(device))
+        floors[str(d_model)] = softmax_floor(config, first, args.repeats, device)
+        logger.info("d_model %d: softmax %.2f us/config/layer, exp over as many elements %.2f", d_model,
+                    floors[str(d_model)]["softmax_us_per_config_layer"],
+                    floors[str(d_model)]["flat_exp_us_per_config_layer"])
     base = {(r["d_model"], r["batch"]): r["us_per_config"] for r in rows if r["variant"] == "eager, no_grad"}
     for r in rows:
         r["speedup_over_eager"] = base[(r["d_model"], r["batch"])] / r["us_per_config"]
@@ -131,7 +153,7 @@ def main(argv=None) -> dict:
         print(f"{r['d_model']:3d} {r['batch']:6d} {r['variant']:<32s} {r['us_per_config']:10.1f} {r['gflops']:8.1f} "
               f"{r['speedup_over_eager']:8.2f}")
     print(f"matrix product: {peak:.1f} GFLOP/s")
-    return save_results(args.out, rows, args=args, matmul_gflops=peak, profiles=profiles)
+    return save_results(args.out, rows, args=args, matmul_gflops=peak, profiles=profiles, softmax=floors)
 
 
 def time_variants(model, tokens, flops: float, repeats: int, device: torch.device, compile_too: bool) -> list[dict]:

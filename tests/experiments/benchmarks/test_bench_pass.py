@@ -14,7 +14,13 @@ def test_bench_pass_variants_agree_with_the_eager_pass(tmp_path):
     assert {r["variant"] for r in rows} == {"eager, no_grad", "eager, inference_mode", "attention written out",
                                             "short attention"}
     assert all(r["max_abs_difference"] < 1e-5 and r["configs_per_second"] > 0 for r in rows)
-    assert saved["meta"]["matmul_gflops"] > 0 and saved["meta"]["profiles"]["8"][0]["share"] > 0
+    meta = saved["meta"]
+    assert meta["matmul_gflops"] > 0 and meta["softmax"]["8"]["softmax_us_per_config_layer"] > 0
+    profiles = meta["profiles"]["8"]
+    assert set(profiles) == {"eager", "short attention"}
+    assert all(0 < p["share"] <= 1 for rows in profiles.values() for p in rows)
+    ops = {p["op"] for p in profiles["short attention"]}
+    assert "aten::baddbmm" in ops or "aten::bmm" in ops   # the profile is of the short attention
 
 
 def test_the_flop_count_grows_with_the_model():
