@@ -34,7 +34,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from experiments.common import RESULTS, PeakMemory, cpu_model_name, save_results, timed  # noqa: E402
+from experiments.common import (RESULTS, PeakMemory, add_device_argument, cpu_model_name, save_results,  # noqa: E402
+                                timed)
 from hamiltonians import from_pyscf, local_energy  # noqa: E402
 from hamiltonians.determinants import pack_occupations  # noqa: E402
 from hamiltonians.slater_condon_reference import connected_reference  # noqa: E402
@@ -201,7 +202,7 @@ def print_table(results):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    add_device_argument(p, default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--quick", action="store_true", help="small batches (smoke test)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads (default 1: on a shared CPU, OpenMP spin-waits make 2+ threads far slower)")

@@ -34,7 +34,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from experiments.common import RESULTS, best_of, cpu_model_name, save_results  # noqa: E402
+from experiments.common import RESULTS, add_device_argument, best_of, cpu_model_name, save_results  # noqa: E402
 from nnqs import TransformerWavefunction, WavefunctionConfig  # noqa: E402
 from nnqs.training.sr import (log_psi_jacobian, log_psi_jacobian_reference, minsr_direction,  # noqa: E402
                               minsr_direction_reference)
@@ -77,7 +77,7 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", default="float32", choices=("float32", "float64"), help="the network's dtype")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, ...")
+    add_device_argument(parser)
     parser.add_argument("--out", default=None, help="JSON (default results/bench_minsr_<device>.json)")
     args = parser.parse_args(argv)
     args.out = args.out or os.path.join(RESULTS, f"bench_minsr_{torch.device(args.device).type}.json")

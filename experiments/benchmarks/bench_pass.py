@@ -6,8 +6,9 @@ without it (compile time reported apart), at d_model 32 and 64.
 Every variant is timed on the same configurations in one run, round-robin (variant after
 variant, ``--repeats`` rounds, best of each), so a noisy machine slows them alike and the ratios
 compare like with like; every variant's output is checked against the eager pass.
-A per-operator profile of the eager pass at the first batch size shows where the time goes,
-and a dense matrix product gives the core's attainable GFLOP/s.
+Per-operator profiles of the eager and the short-attention passes at the first batch size show
+where the time goes; the softmax over rows of ``T`` against an ``exp`` over as many elements
+(:func:`softmax_floor`) and a dense matrix product (the core's attainable GFLOP/s) bound it.
 
     python experiments/benchmarks/bench_pass.py [--orbitals 26] [--batches 256,1024] [--no-compile]
 
@@ -29,7 +30,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import nnqs.wavefunction.attention as attention_module  # noqa: E402
-from experiments.common import EXPERIMENTS, best_of, save_results, timed  # noqa: E402
+from experiments.common import EXPERIMENTS, add_device_argument, best_of, save_results, timed  # noqa: E402
 from nnqs.wavefunction.attention import explicit_attention  # noqa: E402
 from nnqs.wavefunction.config import ModelConfig  # noqa: E402
 from nnqs.wavefunction.model import TransformerWavefunction  # noqa: E402
@@ -118,7 +119,7 @@ def main(argv=None) -> dict:
     p.add_argument("--repeats", type=int, default=10, help="round-robin rounds")
     p.add_argument("--no-compile", action="store_true")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--device", default="cpu", help="cpu, cuda, ...")
+    add_device_argument(p)
     p.add_argument("--out", default=None, help="JSON (default results/bench_pass_<device>.json)")
     args = p.parse_args(argv)
     device = torch.device(args.device)

@@ -44,8 +44,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from experiments.common import (LONG_RUN_S, MODELS, RESULTS, best_of, build_model, calibrate, save_results,  # noqa: E402
-                                cpu_model_name, electrons_for, generator)
+from experiments.common import (LONG_RUN_S, MODELS, RESULTS, add_device_argument, best_of, build_model,  # noqa: E402
+                                calibrate, cpu_model_name, electrons_for, generator, save_results)
 from nnqs.app.io import atomic_write  # noqa: E402
 from samplers import bas, naive  # noqa: E402
 
@@ -187,7 +187,7 @@ def plot(results, path, title):
 # ----------------------------------------------------------------------------- main
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    add_device_argument(p, default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--quick", action="store_true", help="a small subset (smoke test)")
     p.add_argument("--out", default=None, help="JSON path (PNG beside it)")
     p.add_argument("--dtypes", default=None,

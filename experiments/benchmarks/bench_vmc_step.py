@@ -37,7 +37,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from experiments.common import EXPERIMENTS, calibrate_n_samples, save_results  # noqa: E402
+from experiments.common import EXPERIMENTS, add_device_argument, calibrate_n_samples, save_results  # noqa: E402
 from nnqs.app.runconfig import load_config  # noqa: E402
 from nnqs.app.system import build_model, build_system  # noqa: E402
 from nnqs.training.estimators import evaluate_local_energies  # noqa: E402
@@ -115,7 +115,7 @@ def main(argv=None) -> dict:
     p.add_argument("--weights", choices=("counts", "psi2"), default=None, help="[sampler] weights (default: the config's)")
     p.add_argument("--grad-chunk", type=int, default=None, help="[optim] grad_chunk (default: the config's)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu", help="cpu, cuda, ... (the network, the Hamiltonian, the generators)")
+    add_device_argument(p)   # the network, the Hamiltonian, the generators
     p.add_argument("--out", default=None,
                    help="JSON file (default results/bench_vmc_step_cpu.json, _sampled_cpu.json when sampled)")
     args = p.parse_args(argv)

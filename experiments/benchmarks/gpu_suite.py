@@ -42,7 +42,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from experiments.common import CONFIGS, RESULTS, cpu_model_name, save_results  # noqa: E402
+from experiments.common import CONFIGS, RESULTS, add_device_argument, cpu_model_name, save_results  # noqa: E402
 from nnqs.app.io import atomic_write  # noqa: E402
 
 logger = logging.getLogger("gpu_suite")
@@ -157,7 +157,7 @@ def markdown(data: dict) -> str:
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    add_device_argument(p, default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--quick", action="store_true", help="tiny sizes: the smoke test (CPU, seconds)")
     p.add_argument("--unique", type=int, default=None, help="sampling: unique configurations (default 1e4; quick 100)")
     p.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))

@@ -1,18 +1,19 @@
 """experiments/common.py: the benchmarks' shared ``--device`` argument."""
 
 import argparse
+import importlib
+import pkgutil
 
 import pytest
 import torch
 
-from experiments.benchmarks import (bench_connected, bench_distributed, bench_local_energy, bench_minsr, bench_pass,
-                                    bench_pt2, bench_sampling, bench_sampling_revisions, bench_semistochastic,
-                                    bench_vmc_step, decode_floor, gpu_suite)
+from experiments import benchmarks
+from experiments.benchmarks import bench_distributed, bench_pt2, bench_semistochastic, decode_floor
 from experiments.common import add_device_argument
 
-EVERY_BENCHMARK = (bench_connected, bench_distributed, bench_local_energy, bench_minsr, bench_pass, bench_pt2,
-                   bench_sampling, bench_sampling_revisions, bench_semistochastic, bench_vmc_step, decode_floor,
-                   gpu_suite)
+#: Every script in ``experiments/benchmarks/``, found rather than listed, so a new one is checked too.
+EVERY_BENCHMARK = [importlib.import_module(f"experiments.benchmarks.{m.name}")
+                   for m in pkgutil.iter_modules(benchmarks.__path__)]
 
 
 def test_the_device_argument_parses_devices_and_refuses_others_where_the_code_is_cpu_only(capsys):
@@ -33,6 +34,7 @@ def test_the_device_argument_parses_devices_and_refuses_others_where_the_code_is
 
 @pytest.mark.parametrize("module", EVERY_BENCHMARK, ids=lambda m: m.__name__.rsplit(".", 1)[-1])
 def test_every_benchmark_takes_a_device(module, capsys):
+    assert len(EVERY_BENCHMARK) >= 12
     with pytest.raises(SystemExit) as exit_:
         module.main(["--help"])
     assert exit_.value.code == 0 and "--device" in capsys.readouterr().out
