@@ -6,7 +6,9 @@ step (every process of a torchrun job at the same step: the flag is all-reduced 
 run writes its checkpoint and the CLI says ``stopped by SIGTERM at step N; continue with
 --resume`` with exit code ``128 + signal``. A second signal, or the first one outside the
 loop (during the start or the final evaluation, which have nothing to checkpoint midway), stops
-at once (:class:`StopNow`); the last checkpoint stays as it was.
+at once (:class:`StopNow`); the last checkpoint stays as it was. Python may run a handler where
+an exception is only printed ("Exception ignored in ...": a finaliser, a weakref callback), so
+such a stop is also remembered and raised again when the loop starts or ends a step.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class SignalStop:
         self.comm = comm
         self.received: int | None = None
         self._in_loop = False
+        self._stop_now: int | None = None   # a signal that raised StopNow (raised again if swallowed)
         self._previous: dict[int, object] = {}
 
     @property
@@ -69,6 +72,7 @@ class SignalStop:
 
     def _handle(self, signum: int, frame) -> None:
         if self.received is not None or not self._in_loop:
+            self._stop_now = signum
             raise StopNow(signum)
         self.received = signum
         log.warning("%s: stopping after this step with a checkpoint (a second signal stops at once)",
@@ -77,6 +81,7 @@ class SignalStop:
     @contextlib.contextmanager
     def loop(self):
         """Inside, the first signal waits for the end of the step."""
+        self._raise_if_stopped()
         self._in_loop = True
         try:
             yield self
@@ -85,8 +90,14 @@ class SignalStop:
 
     def __call__(self, trainer, record) -> bool:
         """The loop's callback: stop when any process received a signal."""
+        self._raise_if_stopped()
         flag = torch.tensor([0 if self.received is None else int(self.received)], dtype=torch.int64)
         agreed = int(self.comm.all_reduce(flag, "max")[0])
         if agreed and self.received is None:
             self.received = agreed   # another process's signal: stop with it
         return bool(agreed)
+
+    def _raise_if_stopped(self) -> None:
+        """Raise :class:`StopNow` again for a signal whose first one was swallowed where it was raised."""
+        if self._stop_now is not None:
+            raise StopNow(self._stop_now)

@@ -99,3 +99,27 @@ def test_a_second_signal_in_the_loop_stops_at_once():
     with SignalStop() as stop, pytest.raises(StopNow):   # outside the loop: at once
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(1)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")   # the swallowed StopNow, printed
+def test_a_stop_swallowed_where_it_was_raised_is_raised_again_at_the_loop():
+    """Python can run the handler inside a finaliser, which only prints the exception: the stop
+    is raised again when the loop starts, and at the end of a step inside it."""
+    from nnqs.app.signals import SignalStop, StopNow
+
+    class Finaliser:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)   # the handler runs here; its StopNow is printed and dropped
+
+    with SignalStop() as stop:
+        Finaliser()           # collected at once: the signal arrives in __del__
+        with pytest.raises(StopNow) as info, stop.loop():
+            pass
+        assert info.value.signum == signal.SIGTERM
+    with SignalStop() as stop, stop.loop():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)       # the first signal in the loop: held for the end of the step
+        Finaliser()           # a second one, swallowed in a finaliser
+        with pytest.raises(StopNow):
+            stop(None, None)
