@@ -12,12 +12,12 @@ hamiltonians`` needs neither.
 """
 
 from hamiltonians.determinants import enumerate_determinants, aufbau_occupation
-from hamiltonians.fcidump import FCIDUMPError, read_fcidump, write_fcidump
+from hamiltonians.io.fcidump import FCIDUMPError, read_fcidump, write_fcidump
 from hamiltonians.local_energy import LocalEnergyResult, local_energy
 from hamiltonians.molecular import MolecularHamiltonian
-from hamiltonians.openfermion_io import from_openfermion, to_openfermion
-from hamiltonians.pyscf_io import from_pyscf
-from hamiltonians.reference_energies import reference_energies
+from hamiltonians.io.openfermion_io import from_openfermion, to_openfermion
+from hamiltonians.io.pyscf_io import from_pyscf
+from hamiltonians.references.energies import reference_energies
 
 __all__ = [
     "MolecularHamiltonian",

@@ -43,14 +43,13 @@ for draws from ``|psi|^2`` and exact for exact weights over a closed set (the wh
 samples in the sampled mode with ``|psi|^2`` weights). There is no semistochastic mode: drawing
 ``x'`` by ``|H_xx'|`` weights it by ``S_x / |H_xx'|``, without bound where ``H`` is small.
 
-The slow reference is :func:`reference_rdms`: PySCF's ``make_rdm12s`` of the whole vector.
+The slow reference is :func:`hamiltonians.references.rdms.reference_rdms`: PySCF's ``make_rdm12s`` of the whole vector.
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
 from hamiltonians.amplitudes import AmplitudeTable
@@ -60,7 +59,7 @@ from hamiltonians.local_energy import DEFAULT_PSI_CHUNK, evaluate_in_chunks
 from hamiltonians.rdm_matrices import LOCAL_BOUND, RDM_NAMES, RDMs, spin_square_coefficients, unseen_mass
 
 __all__ = ["RDMs", "rdm_moments", "rdms_from_moments", "functional_from_moments", "spin_square_coefficients",
-           "local_rdms", "reference_rdms", "unseen_mass", "RDM_NAMES", "RDM_MODES", "RDM_ESTIMATORS",
+           "local_rdms", "unseen_mass", "RDM_NAMES", "RDM_MODES", "RDM_ESTIMATORS",
            "LOCAL_BOUND"]
 
 RDM_MODES = ("exact", "truncated", "sampled")
@@ -329,28 +328,3 @@ def local_rdms(H, occ: torch.Tensor, weights: torch.Tensor, log_psi_fn=None, *, 
     rdms = rdms_from_moments(moments, H.n_orbitals, n_samples)
     rdms.mode, rdms.estimator = kwargs.get("mode", "exact"), kwargs.get("estimator", "balanced")
     return rdms
-
-
-def reference_rdms(H, occ: torch.Tensor, amplitudes) -> RDMs:
-    """The slow reference: the RDMs of the normalised state ``sum_x c_x |x>`` over the
-    determinants ``occ[D, 2N]`` (amplitudes real or complex ``[D]``, any subset of the space),
-    through PySCF's ``fci.direct_spin1.make_rdm12s`` (``trans_rdm12s`` of the real and
-    imaginary parts for a complex state)."""
-    from pyscf import fci
-
-    from hamiltonians.pyscf_io import to_pyscf_ci
-
-    n, na, nb = H.n_orbitals, H.n_alpha, H.n_beta
-    c = np.asarray(amplitudes)
-    c = c.astype(np.complex128 if np.iscomplexobj(c) else np.float64)   # PySCF's kernels read float64
-    c = c / np.linalg.norm(c)
-    parts = [to_pyscf_ci(occ, c.real, n, na, nb)]
-    if np.iscomplexobj(c):
-        parts.append(to_pyscf_ci(occ, c.imag, n, na, nb))
-    dm1 = [np.zeros((n, n)), np.zeros((n, n))]
-    dm2 = [np.zeros((n,) * 4) for _ in range(3)]
-    for part in parts:   # <psi|O|psi> = <re|O|re> + <im|O|im> for a real O's real part
-        (a1, b1), (aa, ab, bb) = fci.direct_spin1.make_rdm12s(part, n, (na, nb))
-        dm1 = [dm1[0] + a1, dm1[1] + b1]
-        dm2 = [dm2[0] + aa, dm2[1] + ab, dm2[2] + bb]
-    return RDMs(dm1[0], dm1[1], dm2[0], dm2[1], dm2[2])

@@ -14,10 +14,10 @@ PACKAGES = ("nnqs", "samplers", "hamiltonians", "experiments")
 #: Modules whose tests live in a test module of another name: module -> test modules (from tests/).
 TESTED_IN = {
     "hamiltonians/excitations.py": ["hamiltonians/test_kernel.py", "hamiltonians/test_compiled_kernel.py"],
-    "hamiltonians/openfermion_io.py": ["hamiltonians/test_openfermion.py"],
-    "hamiltonians/pyscf_io.py": ["hamiltonians/test_molecular.py", "hamiltonians/test_references.py"],
+    "hamiltonians/io/openfermion_io.py": ["hamiltonians/io/test_openfermion.py"],
+    "hamiltonians/io/pyscf_io.py": ["hamiltonians/test_molecular.py", "hamiltonians/references/test_energies.py"],
     "hamiltonians/rdm_matrices.py": ["hamiltonians/test_rdm.py"],
-    "hamiltonians/reference_energies.py": ["hamiltonians/test_references.py"],
+    "hamiltonians/references/rdms.py": ["hamiltonians/test_rdm.py"],
     "hamiltonians/slater_condon_reference.py": ["hamiltonians/test_kernel.py"],
     "nnqs/app/callbacks.py": ["nnqs/app/test_run.py", "test_readme.py"],
     "nnqs/app/cli.py": ["nnqs/app/test_cli_run.py", "nnqs/app/test_cli_errors.py", "nnqs/app/test_cli_analyse.py",
@@ -99,3 +99,27 @@ def test_tests_mirror_the_packages():
             assert (ROOT / "tests" / test).is_file(), f"TESTED_IN: {test} does not exist"
             assert not (ROOT / "tests" / Path(module).parent / f"test_{Path(module).name}").is_file(), \
                 f"{module} has its own test module: drop it from TESTED_IN"
+
+
+def test_file_map_names_every_library_file():
+    """docs/design.md's "Reading the code" table names every library file, by its path or by a
+    folder row (``hamiltonians/sci/``) that covers the files beneath it."""
+    match = re.search(r"^## \d+\. Reading the code\n(.*?)(?=^## |\Z)", DESIGN, flags=re.S | re.M)
+    assert match, "docs/design.md has no 'Reading the code' section"
+    named, folders = set(), []
+    for cell in re.findall(r"^\| (`[^|]+`) \|", match.group(1), flags=re.M):
+        paths = re.findall(r"`([^`]+)`", cell)
+        folder = Path(paths[0]).parent
+        for p in paths:
+            if p.endswith("/"):
+                folders.append(p)
+            else:
+                named.add(str(folder / Path(p).name) if "/" not in p else p)
+    for p in named:
+        assert (ROOT / p).is_file(), f"docs/design.md's file map names {p}, which does not exist"
+    for p in folders:
+        assert (ROOT / p).is_dir(), f"docs/design.md's file map names {p}, which does not exist"
+    library = {str(p.relative_to(ROOT)) for pkg in ("nnqs", "samplers", "hamiltonians")
+               for p in (ROOT / pkg).rglob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+    missing = sorted(f for f in library - named if not any(f.startswith(d) for d in folders))
+    assert not missing, f"files missing from docs/design.md's file map: {missing}"

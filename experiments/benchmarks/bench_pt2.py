@@ -1,10 +1,10 @@
 """Epstein–Nesbet PT2 on a selected-CI support: seconds and peak memory, one thread.
 
 N2/cc-pVDZ with the 1s cores frozen (52 spin orbitals, experiments/configs/n2_ccpvdz_fc.toml's
-geometry): CISD grown by CIPSI (:func:`hamiltonians.ci.selected_ci`) to ``--determinants``; on
+geometry): CISD grown by CIPSI (:func:`hamiltonians.sci.grow.grow`, ``select="pt2"``) to ``--determinants``; on
 the largest round not above ``--deterministic-size`` the deterministic PT2
-(:func:`hamiltonians.pt2.en_pt2`) and the semistochastic one beside it; on the full support the
-semistochastic PT2 (:func:`hamiltonians.pt2.semistochastic_pt2`). First a sanity comparison of
+(:func:`hamiltonians.sci.pt2.en_pt2`) and the semistochastic one beside it; on the full support the
+semistochastic PT2 (:func:`hamiltonians.sci.pt2.semistochastic_pt2`). First a sanity comparison of
 both on H2O/STO-3G's CISD state against its FCI. Peak RSS is the process's
 (``resource.getrusage``, monotone: read after each stage); ``table MiB`` is the largest sums
 table a PT2 held.
@@ -36,8 +36,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from experiments.common import RESULTS, add_device_argument, save_results  # noqa: E402
 from hamiltonians import from_pyscf  # noqa: E402
-from hamiltonians.ci import cisd, selected_ci  # noqa: E402
-from hamiltonians.pt2 import en_pt2, semistochastic_pt2  # noqa: E402
+from hamiltonians.sci.grow import grow  # noqa: E402
+from hamiltonians.sci.spaces import cisd  # noqa: E402
+from hamiltonians.sci.pt2 import en_pt2, semistochastic_pt2  # noqa: E402
 
 logger = logging.getLogger("bench_pt2")
 N2 = {"geometry": "N 0 0 0; N 0 0 1.0977", "basis": "cc-pvdz", "frozen_core": 2}
@@ -109,8 +110,8 @@ def main(argv=None) -> dict:
     H, build_s, _ = stage(lambda: from_pyscf(N2["geometry"], N2["basis"], frozen_core=N2["frozen_core"]))
     start, cisd_s, _ = stage(lambda: cisd(H))
     rounds = [start]
-    state, sci_s, sci_rss = stage(lambda: selected_ci(H, start, max_determinants=args.determinants,
-                                                      growth=args.growth, on_round=rounds.append))
+    state, sci_s, sci_rss = stage(lambda: grow(H, start, select="pt2", max_size=args.determinants, growth=args.growth,
+                                               reference=start.dets[0], on_round=rounds.append)[0])
     logger.info("N2/cc-pVDZ fc: CISD %d dets in %.1f s, CIPSI to %d in %.1f s (E = %.8f)", start.dets.shape[0],
                 cisd_s, state.dets.shape[0], sci_s, state.energy)
     fits = [r for r in rounds if r.dets.shape[0] <= args.deterministic_size] or rounds[:1]

@@ -40,7 +40,7 @@ def reference_casscf(geometry: str, basis: str, norb: int, nelec: int, kind: str
     exact = (mcscf.CASCI if kind == "casci" else mcscf.CASSCF)(mf, norb, nelec)
     exact.verbose = 0 if kind == "casci" else 4
     if reference == "dmrg":
-        from hamiltonians.dmrg import DMRGSolver
+        from hamiltonians.references.dmrg import DMRGSolver
 
         exact.fcisolver = DMRGSolver(bond_dims=bond_dims, threads=1)
     if kind == "casscf":
@@ -69,7 +69,8 @@ def main(argv=None) -> dict:
                         help="run the reference solver in a second process beside nnqs (one core each)")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                         help="a run setting of the nnqs solver (e.g. local_energy.coarse_steps=270); repeatable")
-    parser.add_argument("--workdir", default=None, help="where the solver's runs go (default: a temporary folder)")
+    parser.add_argument("--workdir", default=None, help="where each kind's last solver call writes result.json and subspace.npz "
+                        "(default: a temporary folder)")
     parser.add_argument("--out", default="experiments/results/casscf/n2_ccpvdz_cas66.json")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")

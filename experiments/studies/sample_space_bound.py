@@ -121,7 +121,7 @@ def main(argv=None) -> dict:
         rows += [dict(curve=name, **r) for r in bound_curve(model, system.hamiltonian, draws, args.seed)]
     note = notes
     references = dict(reference_energies(H, methods=("hf", "ccsd_t", "fci"))) if args.references else {}
-    from hamiltonians.ci import cisd
+    from hamiltonians.sci.spaces import cisd
     references["cisd"] = float(cisd(H).energy)
     print(f"{'curve':>20s} {'draws':>8s} {'U':>8s} {'E_S (Ha)':>14s} {'E_S - CISD (mHa)':>17s} {'seconds':>8s}")
     for r in rows:

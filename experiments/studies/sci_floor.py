@@ -1,7 +1,7 @@
 """How far can a state on U determinants get? Selected CI energy against its size.
 
 Grows a selected CI from the Hartree-Fock determinant, doubling the space each round
-(:func:`hamiltonians.ci.pt2_selection`, then the lowest eigenstate in the space), and reports
+(:func:`hamiltonians.sci.spaces.pt2_selection`, then the lowest eigenstate in the space), and reports
 its energy against FCI (or DMRG, from the reference cache) at every size. A state supported on
 U determinants lies at or above the lowest energy in their span, and CIPSI's space is close to
 the best U-determinant one, so the curve is a floor for anything whose energy only sees U
@@ -27,7 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 import torch  # noqa: E402
 
 from experiments.common import default_config, molecule_set  # noqa: E402
-from hamiltonians.ci import selected_ci, subspace_state  # noqa: E402
+from hamiltonians.sci.grow import grow  # noqa: E402
+from hamiltonians.sci.spaces import ci_state  # noqa: E402
 from nnqs.app.io import write_json  # noqa: E402
 from nnqs.app.runconfig import load_config  # noqa: E402
 from nnqs.app.system import build_system  # noqa: E402
@@ -35,7 +36,7 @@ from nnqs.app.system import build_system  # noqa: E402
 
 def sci_curve(H, reference: torch.Tensor, max_determinants: int, exact: float | None) -> list[dict]:
     """Rows ``{"determinants", "energy", "error_mha", "seconds"}``, one per round of
-    :func:`hamiltonians.ci.selected_ci` from HF (``reference`` ``[2N]``) to ``max_determinants``;
+    CIPSI (:func:`hamiltonians.sci.grow.grow`) from HF (``reference`` ``[2N]``) to ``max_determinants``;
     ``error_mha`` against ``exact`` (None without one)."""
     reference = reference.to(torch.uint8)
     begin, rows = time.perf_counter(), []
@@ -45,8 +46,8 @@ def sci_curve(H, reference: torch.Tensor, max_determinants: int, exact: float | 
                      "error_mha": None if exact is None else 1e3 * (state.energy - exact),
                      "seconds": time.perf_counter() - begin})
 
-    selected_ci(H, subspace_state(H, reference[None], reference), max_determinants=max_determinants,
-                on_round=record)
+    grow(H, ci_state(H, reference[None], reference), select="pt2", growth=2.0, max_size=max_determinants,
+         reference=reference, on_round=record)
     return rows
 
 

@@ -3,7 +3,7 @@ number of determinants and at the same CPU time.
 
 The run's ``result.json`` gives its subspace energy (the ground state of H on the pool the
 subspace loop built, merged with the trained network's samples), its size, its PT2 and the run's
-CPU seconds. CIPSI here is the project's own :func:`hamiltonians.ci.selected_ci` from CISD in
+CPU seconds. CIPSI here is the project's own CIPSI (:func:`hamiltonians.sci.grow.grow`) from CISD in
 the run's integrals (``hamiltonian.fcidump``, the run's orbital order), growing the space by
 ``--growth`` each round; the PT2 is the run's own settings (:func:`nnqs.training.subspace.pool_pt2`).
 
@@ -32,9 +32,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 import torch  # noqa: E402
 
 from experiments.common import save_results  # noqa: E402
-from hamiltonians.ci import cisd, selected_ci  # noqa: E402
+from hamiltonians.sci.grow import grow  # noqa: E402
+from hamiltonians.sci.spaces import cisd  # noqa: E402
 from hamiltonians.determinants import aufbau_occupation, occupations_in_order  # noqa: E402
-from hamiltonians.fcidump import read_fcidump  # noqa: E402
+from hamiltonians.io.fcidump import read_fcidump  # noqa: E402
 from nnqs.app.runconfig import config_from_dict  # noqa: E402
 from nnqs.training.subspace import pool_pt2  # noqa: E402
 
@@ -96,8 +97,8 @@ def main(argv=None) -> dict:
         target = min(cap, int(args.growth * state.dets.shape[0]) + 1)
         if at_size is None and target > size:
             target = size   # stop once exactly at the run's size on the way
-        grown = selected_ci(H, state, max_determinants=target, growth=args.growth,
-                            parents=args.parents or max(state.dets.shape[0], 1) * 4)
+        grown, _, _ = grow(H, state, select="pt2", max_size=target, growth=args.growth, reference=state.dets[0],
+                           parents=args.parents or max(state.dets.shape[0], 1) * 4)
         if grown.dets.shape[0] == state.dets.shape[0]:
             break
         state = grown

@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from experiments.common import RESULTS  # noqa: E402
 from hamiltonians import FCIDUMPError, reference_energies  # noqa: E402
-from hamiltonians.reference_energies import store_reference  # noqa: E402
+from hamiltonians.references.energies import store_reference  # noqa: E402
 from nnqs.app.io import write_json  # noqa: E402
 from nnqs.app.runconfig import ConfigError, load_config  # noqa: E402
 from nnqs.app.system import build_system  # noqa: E402

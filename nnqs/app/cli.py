@@ -21,7 +21,7 @@ import shutil
 import signal
 import sys
 
-from hamiltonians.fcidump import FCIDUMPError
+from hamiltonians.io.fcidump import FCIDUMPError
 from nnqs.errors import InputError
 from nnqs.wavefunction.config import DTYPES
 
@@ -351,7 +351,7 @@ def _subspace_lines(result: dict) -> list[str]:
 
 
 def _summary(result: dict, out: str) -> str:
-    from hamiltonians.dmrg import dmrg_label
+    from hamiltonians.references.dmrg import dmrg_label
 
     refs = result["references"]
     lines = [f"{result['molecule']}: E = {result['energy']:.8f} +- {result['energy_stderr']:.1e} Ha "

@@ -8,13 +8,13 @@ from typing import Callable
 
 import torch
 
-from hamiltonians.durable import durable_write
+from hamiltonians.io.durable import durable_write
 from nnqs.errors import InputError
 
 
 def atomic_write(path: str | Path, write: Callable[[str], None]) -> None:
     """Call ``write(tmp_path)`` on a temporary file in ``path``'s folder, then rename it to
-    ``path``, durably (:func:`hamiltonians.durable.durable_write`: the file is flushed to the
+    ``path``, durably (:func:`hamiltonians.io.durable.durable_write`: the file is flushed to the
     disk before the rename and the folder after it). The finished file gets the user's mode."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

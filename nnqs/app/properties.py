@@ -79,13 +79,13 @@ def run_properties(trained: TrainedRun, run_dir: str | Path, *, n_samples: int |
 
 def _dipole_operator(trained: TrainedRun):
     """``(constant [3], r [3, N, N], mo_coeff [nao, N])`` of the dipole in the molecule's orbital order
-    (:func:`hamiltonians.pyscf_io.dipole_operator`), or ``None``: a run from an FCIDUMP has no
+    (:func:`hamiltonians.io.pyscf_io.dipole_operator`), or ``None``: a run from an FCIDUMP has no
     geometry, and orbitals rebuilt unlike the saved ones (a sign, a degenerate pair) would give a
     wrong dipole, so none is given (with a warning)."""
     molecule = trained.config.molecule
     if not molecule.geometry:
         return None
-    from hamiltonians.pyscf_io import dipole_operator
+    from hamiltonians.io.pyscf_io import dipole_operator
     from nnqs.app.system import original_hamiltonian
 
     constant, r, h1, mo_coeff = dipole_operator(molecule.geometry, molecule.basis, charge=molecule.charge, spin=molecule.spin,

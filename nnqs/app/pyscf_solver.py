@@ -1,22 +1,23 @@
 """nnqs as PySCF's active-space solver: ``mc.fcisolver = NNQSSolver(...)`` in CASCI / CASSCF,
 state averaging (``mc.state_average_``), NEVPT2 (``mrpt.NEVPT``) and spin targeting (``fix_spin_``).
 
-Each :meth:`NNQSSolver.kernel` call is an ordinary run (:func:`nnqs.app.run.run`) on the active
-space's integrals, written as an FCIDUMP into its own folder under :attr:`NNQSSolver.workdir`
-(``call_000``, ``call_001``, ...: config, metrics, checkpoint, ``result.json`` and the final
-determinant space ``subspace.npz``, as for any run). What it hands PySCF depends on
+Each :meth:`NNQSSolver.kernel` call runs the whole method in memory
+(:class:`nnqs.app.solver.NNQS`) on the active space's integrals: no file is written, unless
+:attr:`NNQSSolver.workdir` is set (then the last call's ``result.json`` and final determinant space
+``subspace.npz`` are replaced there, atomically). What it hands PySCF depends on
 :attr:`NNQSSolver.wavefunction`:
 
 * ``"subspace"`` (default): the run's determinant space ``S`` (the network's samples merged with
   its selected-CI pool; with the previous call's space on a warm start) is grown for every root
-  and re-diagonalised until the roots stop moving (:func:`hamiltonians.roots.grow_roots`:
+  and re-diagonalised until the roots stop moving (:func:`hamiltonians.sci.grow.grow` by connection, through
+  :class:`hamiltonians.sci.solver.SelectedCI`:
   ``grow`` determinants per root per round, at most ``max_cycle`` rounds, ``conv_tol``,
   ``max_space``), with the spin penalty of :meth:`NNQSSolver.fix_spin_`. The roots are exact
   eigenstates of ``H`` on ``S``: variational energies and noise-free RDMs. ``converged`` is
-  :func:`~hamiltonians.roots.grow_roots`'s: the last round moved no root by more than
+  :func:`~hamiltonians.sci.grow.grow`'s: the last round moved no root by more than
   ``conv_tol`` Hartree, or ``S`` holds the roots' whole connected space.
 * ``"network"``: the trained network itself (one root), its RDMs estimated with error bars;
-  ``converged`` means the run's energy stopped improving
+  ``converged`` means the call's VMC energy stopped improving
   (:func:`nnqs.training.convergence.has_stopped_improving` over its last ``2 * window`` steps,
   ``window`` a tenth of the steps, at least 5).
 
@@ -24,7 +25,8 @@ The CI vectors are PySCF FCI vectors when the active space has at most ``dense_m
 determinants (so every PySCF method applies, NEVPT2 included), else
 :class:`~nnqs.app.pyscf_states.NNQSState` objects (see :mod:`nnqs.app.pyscf_states`). A warm
 start (``ci0`` anything, once a call has run: CASSCF's macro-iterations, PySCF's ``mc2step``
-restart flag) continues from the last network with ``warm_steps`` steps and no start fit;
+restart flag) continues from the last network and the last call's determinant space (the first
+pool, re-diagonalised in the new integrals) with ``warm_steps`` steps and no start fit;
 :meth:`NNQSSolver.approx_kernel` (CASSCF's micro-iterations) only re-diagonalises the last space
 in the new integrals. ``mc.newton()`` needs CI-Hessian products, which the solver refuses.
 
@@ -35,8 +37,9 @@ sum_{st} <p_s^+ r_t^+ s_t q_s>`` (see :mod:`hamiltonians.rdm`); energies include
 from __future__ import annotations
 
 import math
-import tempfile
 from pathlib import Path
+
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -45,10 +48,8 @@ from pyscf.lib import logger
 
 from hamiltonians import MolecularHamiltonian
 from hamiltonians.determinants import n_determinants
-from hamiltonians.fcidump import write_fcidump
 from nnqs.app.pyscf_states import NEWTON_MESSAGE, NNQSState, large_ci_of, refusal, sparse_rdms, spin_square_of_state
 from nnqs.app.runconfig import RunConfig, config_from_dict, load_config
-from nnqs.app.trained import load_subspace, load_trained
 from nnqs.errors import InputError
 from nnqs.training.settings import EXACT_MAX_DETERMINANTS
 
@@ -63,7 +64,8 @@ class NNQSSolver(lib.StreamObject):
     Attributes:
         config: the run settings (:class:`nnqs.app.runconfig.RunConfig` tables; of
             ``[molecule]`` only ``orbital_order``: each call fills the rest with its FCIDUMP).
-        workdir: folder of the calls' run folders (default: a new temporary folder).
+        workdir: where the last call's ``result.json`` and ``subspace.npz`` go (default ``None``:
+            nowhere; the solver works in memory).
         wavefunction: ``"subspace"`` or ``"network"`` (see the module).
         nroots: roots per call (PySCF's ``state_average_`` sets it); ``"network"``: 1.
         conv_tol, max_cycle, grow, max_space: the growth of ``S`` (see the module).
@@ -80,7 +82,7 @@ class NNQSSolver(lib.StreamObject):
         converged: whether the last call converged (see the module).
         e_states, spin_squares: the last call's energies and ``<S^2>`` per root.
         history: the last call's growth rounds (``{"size", "energies", "change"}``).
-        last: the last call's :class:`NNQSState` (network weights, run folder, result).
+        last: the last call's :class:`NNQSState` (network weights, system, result).
     """
 
     nroots = 1
@@ -110,7 +112,7 @@ class NNQSSolver(lib.StreamObject):
         self.mol = mol
         if mol is not None:
             self.verbose, self.stdout = mol.verbose, mol.stdout
-        self.workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="nnqs-casci-"))
+        self.workdir = Path(workdir) if workdir is not None else None
         self.wavefunction, self.nroots = wavefunction, int(nroots)
         self.conv_tol, self.max_cycle, self.grow, self.max_space = conv_tol, max_cycle, grow, max_space
         self.ss_penalty, self.ss_value, self.dense_max = 0.0, None, dense_max
@@ -141,7 +143,7 @@ class NNQSSolver(lib.StreamObject):
 
     def fix_spin_(self, shift: float = 0.2, ss: float | None = None) -> NNQSSolver:
         """Target a spin: the roots are those of ``H + shift * P`` (PySCF's penalty, see
-        :mod:`hamiltonians.roots`); ``ss``: the target ``<S^2>`` (default the sector's lowest)."""
+        :mod:`hamiltonians.sci.diagonalise`); ``ss``: the target ``<S^2>`` (default the sector's lowest)."""
         if self.wavefunction != "subspace":
             raise InputError("fix_spin_ needs wavefunction = 'subspace' (the penalty enters its diagonalisation)")
         self.ss_penalty, self.ss_value = float(shift), ss
@@ -158,13 +160,13 @@ class NNQSSolver(lib.StreamObject):
             raise InputError("nroots > 1 needs wavefunction = 'subspace' (excited states diagonalised in the "
                              "sampled space)")
         H = _hamiltonian(h1e, eri, norb, nelec, ecore)
-        run_dir, result, weights = self._train(H, ci0, steps, log)
+        call = self._train(H, ci0, steps, log)
         if self.wavefunction == "network":
-            return self._network_state(run_dir, result, weights, log)
-        dets = load_subspace(run_dir).dets
+            return self._network_state(call, log)
+        dets = call.space_dets
         if self.space is not None and self.space.shape[1] == dets.shape[1]:
             dets = torch.cat([dets, self.space])   # the last call's space joins (CASSCF macro-iterations)
-        return self._solve(H, dets, nroots, self.max_cycle, run_dir, result, weights, log)
+        return self._solve(H, dets, nroots, self.max_cycle, call, log)
 
     def approx_kernel(self, h1e, eri, norb, nelec, ci0=None, ecore=0, *, nroots: int | None = None, **kwargs):
         """CASSCF's micro-iterations: ``"subspace"`` re-diagonalises the last space in the new
@@ -176,48 +178,61 @@ class NNQSSolver(lib.StreamObject):
                                steps=self.approx_steps if warm and self.wavefunction == "network" else None)
         log = logger.new_logger(self, kwargs.get("verbose"))
         H = _hamiltonian(h1e, eri, norb, nelec, ecore)
-        return self._solve(H, self.space, nroots, 1, self.last.run_dir, self.last.result, self.last.weights, log)
+        return self._solve(H, self.space, nroots, 1, self.last, log)
 
-    def _train(self, H: MolecularHamiltonian, ci0, steps: int | None, log):
-        from nnqs.app.run import run
+    def _train(self, H: MolecularHamiltonian, ci0, steps: int | None, log) -> _Call:
+        from nnqs.app.solver import NNQS
 
-        out = self.workdir / f"call_{self.calls:03d}"
-        self.calls += 1
-        out.mkdir(parents=True, exist_ok=True)
-        write_fcidump(H, out / "active_space.fcidump")
         tables = {k: dict(v) for k, v in self.config.items()}
-        initial = None
-        if ci0 is not None and self.last is not None:
-            initial = self.last.weights   # any ci0 (a vector, a list of them, mc2step's bool): the last network
+        warm = ci0 is not None and self.last is not None
+        if warm:   # any ci0 (a vector, a list of them, mc2step's bool): the last network and space
             tables["start"] = {**tables.get("start", {}), "mode": "none"}
             tables["optim"] = {**tables.get("optim", {}), "steps": steps or self.warm_steps}
         elif steps is not None:
             tables["optim"] = {**tables.get("optim", {}), "steps": steps}
-        molecule = {"name": "active_space", "fcidump": str(out / "active_space.fcidump"), "slow_references": False,
-                    "dmrg": False, "orbital_order": self.orbital_order}
+        molecule = {"name": "active_space", "fcidump": "(in memory)", "slow_references": False, "dmrg": False,
+                    "orbital_order": self.orbital_order}
         config = config_from_dict({"molecule": molecule, **tables})
-        log.info("NNQSSolver: CAS(%d, %d) %s in %s", H.n_alpha + H.n_beta, H.n_orbitals,
-                 "warm start" if initial is not None else "from the start", out / "run")
-        result = run(config, out / "run", overwrite=True, progress=self.progress, initial_model=initial)
-        trained = load_trained(out / "run")
-        weights = {k: v.clone() for k, v in trained.model.state_dict().items()}
-        log.info("NNQSSolver: run's VMC energy %.10f +- %.1e; subspace %s on %s determinants; + PT2 %s",
-                 result["energy"], result["energy_stderr"], _fmt(result.get("energy_subspace")),
-                 result.get("subspace_size"), _fmt(result.get("energy_pt2")))
-        return out / "run", result, weights
+        self.calls += 1
+        log.info("NNQSSolver: CAS(%d, %d) call %d, %s", H.n_alpha + H.n_beta, H.n_orbitals, self.calls,
+                 "warm start" if warm else "from the start")
+        energies = _Energies(self.progress, config.optim.steps)
+        solver = NNQS(config)
+        found = solver.kernel(H, callbacks=[energies], initial_model=self.last.weights if warm else None,
+                              initial_pool=self.space if warm and self.space is not None else None)
+        energies.close()
+        weights = {k: v.detach().cpu().clone() for k, v in found.model.state_dict().items()}
+        log.info("NNQSSolver: VMC energy %.10f +- %.1e; subspace %s on %s determinants; + PT2 %s",
+                 found.energy, found.energy_stderr, _fmt(found.energy_subspace),
+                 found.fields.get("subspace_size"), _fmt(found.energy_pt2))
+        if self.workdir is not None:
+            self._write(found, solver.system)
+        return _Call(found.fields, weights, solver.system, found.model, found.dets_in_molecule_order(), energies)
 
-    def _solve(self, H, dets, nroots: int, max_cycle: int, run_dir, result, weights, log):
-        from hamiltonians.pyscf_io import to_pyscf_ci
-        from hamiltonians.roots import grow_roots
+    def _write(self, found, system) -> None:
+        """The last call's ``result.json`` and ``subspace.npz`` into :attr:`workdir` (atomic)."""
+        from nnqs.app.io import write_json
+        from nnqs.app.trained import SUBSPACE_FILE, save_subspace
 
-        roots, converged, history = grow_roots(H, dets, nroots, n_new=self.grow, max_cycle=max_cycle,
-                                               conv_tol=self.conv_tol, max_size=self.max_space,
-                                               spin_shift=self.ss_penalty or 0.0, spin_target=self.ss_value)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        write_json(self.workdir / "result.json", found.fields)
+        if found.space is not None:
+            save_subspace(self.workdir / SUBSPACE_FILE, found.space, system.order)
+
+    def _solve(self, H, dets, nroots: int, max_cycle: int, call, log):
+        from hamiltonians.io.pyscf_io import to_pyscf_ci
+        from hamiltonians.sci.solver import SelectedCI
+
+        sci = SelectedCI(select="connection", nroots=nroots, n_new=self.grow, growth=None, max_cycle=max_cycle,
+                         conv_tol=self.conv_tol, max_size=self.max_space, pt2="none", with_spin=True)
+        sci.fix_spin_(self.ss_penalty or 0.0, self.ss_value)
+        sci.kernel(H, dets)
+        roots, converged, history = sci.state, sci.converged, sci.history
         self.space, self.history, self.converged = roots.dets, history, converged
         self.e_states, self.spin_squares = roots.energies.tolist(), roots.spin_squares.tolist()
         dense = n_determinants(H.n_orbitals, H.n_alpha, H.n_beta) <= self.dense_max
-        states = [NNQSState(run_dir, weights, float(roots.energies[k]), 0.0, result, roots.dets,
-                            roots.coefficients[:, k]) for k in range(nroots)]
+        states = [NNQSState(call.weights, float(roots.energies[k]), 0.0, call.result, roots.dets,
+                            roots.vectors[:, k].numpy(), call.system, call.model) for k in range(nroots)]
         cis = [to_pyscf_ci(s.dets, s.coefficients, H.n_orbitals, H.n_alpha, H.n_beta) if dense else s for s in states]
         for k in range(nroots):
             log.note("NNQSSolver root %d: E = %.12f  <S^2> = %.4f  on %d determinants", k, roots.energies[k],
@@ -229,17 +244,16 @@ class NNQSSolver(lib.StreamObject):
             return float(roots.energies[0]), cis[0]
         return roots.energies.tolist(), cis
 
-    def _network_state(self, run_dir: Path, result: dict, weights: dict, log):
-        from nnqs.app.report import MetricsLog
+    def _network_state(self, call: _Call, log):
         from nnqs.training.convergence import has_stopped_improving
 
+        result = call.result
         exact = result.get("energy_exact_variational")
         e_tot = float(exact if exact is not None else result["energy"])
-        metrics = MetricsLog.read(run_dir / "metrics.csv")
-        energies, stderrs = metrics.column("energy"), metrics.column("stderr")
+        energies, stderrs = call.energies.energies, call.energies.stderrs
         self.converged = has_stopped_improving(energies, stderrs, window=max(5, len(energies) // 10))
-        state = NNQSState(run_dir, weights, e_tot, 0.0 if exact is not None else float(result["energy_stderr"]),
-                          result)
+        state = NNQSState(call.weights, e_tot, 0.0 if exact is not None else float(result["energy_stderr"]),
+                          result, system=call.system, model=call.model)
         self.e_states, self.last, self.space = [e_tot], state, None
         log.note("NNQSSolver (network): E = %.12f +- %.1e, %s", e_tot, state.e_stderr,
                  "converged" if self.converged else "still improving")
@@ -273,16 +287,16 @@ class NNQSSolver(lib.StreamObject):
     def _network_rdms(self, state: NNQSState):
         from nnqs.training.observables import estimate_observables
 
-        trained = load_trained(state.run_dir)
-        trained.model.load_state_dict(state.weights)
-        H = trained.system.hamiltonian
+        model, system = state.model, state.system
+        model.load_state_dict(state.weights)
+        H = system.hamiltonian
         samples, mode = self.rdm_samples, self.rdm_mode
         if samples is None and H.n_determinants > EXACT_MAX_DETERMINANTS:
             samples = 100_000
         if mode is None:   # past enumeration the exact mode's outside amplitudes cost hours
             mode = "exact" if samples is None else "sampled"
-        state.observables = estimate_observables(trained.model, H, n_samples=samples, mode=mode)
-        return state.observables.rdms.reordered(trained.system.order)
+        state.observables = estimate_observables(model, H, n_samples=samples, mode=mode)
+        return state.observables.rdms.reordered(system.order)
 
     def make_rdm1s(self, civec, norb, nelec, link_index=None, **kwargs):
         if isinstance(civec, np.ndarray):
@@ -366,6 +380,43 @@ class NNQSSolver(lib.StreamObject):
 
     def absorb_h1e(self, *args, **kwargs):
         raise NotImplementedError(NEWTON_MESSAGE)
+
+
+class _Energies:
+    """A callback: each VMC step's energy and error (the network wavefunction's convergence
+    test), and a progress bar when asked."""
+
+    def __init__(self, progress: bool, total: int) -> None:
+        self.energies: list[float] = []
+        self.stderrs: list[float] = []
+        self.bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc="NNQSSolver", dynamic_ncols=True)
+
+    def __call__(self, driver, record) -> None:
+        self.energies.append(float(record.energy))
+        self.stderrs.append(float(record.stderr))
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+@dataclass
+class _Call:
+    """One kernel call's training: ``result.json``'s fields, the network's weights, the system,
+    the model, the final space's determinants (the molecule's order) and the steps' energies."""
+
+    result: dict
+    weights: dict
+    system: object
+    model: object
+    space_dets: torch.Tensor | None
+    energies: _Energies
 
 
 def _fmt(value) -> str:

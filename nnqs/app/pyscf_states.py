@@ -10,7 +10,7 @@ A state is one of three kinds:
 * an :class:`NNQSState` with ``dets``/``coefficients``: a root on ``S`` past that size. 1- and
   2-RDMs and ``<S^2>`` are exact on it (the local estimators summed over the closed set ``S``
   with weights ``|c|^2``, :func:`hamiltonians.rdm.rdm_moments` in the sampled mode, and
-  :func:`hamiltonians.spin.spin_square_of`); 3-RDMs and transition RDMs need the FCI vector
+  :func:`hamiltonians.sci.spin.spin_square_of`); 3-RDMs and transition RDMs need the FCI vector
   and are refused in one line;
 * an :class:`NNQSState` without ``dets``: the trained network itself (``wavefunction =
   "network"``), its RDMs estimated from it (:func:`nnqs.training.observables.estimate_observables`)
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -40,18 +39,20 @@ NEWTON_MESSAGE = ("mc.newton() needs CI-Hessian products with CI vectors (contra
 @dataclass
 class NNQSState:
     """A root past the dense size (``dets`` uint8 ``[D, 2N]`` in the active space's order,
-    ``coefficients`` float64 ``[D]``) or the trained network (``dets`` ``None``), with the run it
-    came from: ``run_dir``, ``weights`` (the network's), ``e_tot`` (Hartree, ``ecore``
-    included), ``e_stderr`` (0 for a root on ``S``) and the run's ``result``. Deliberately
+    ``coefficients`` float64 ``[D]``) or the trained network (``dets`` ``None``), with the call it
+    came from: ``weights`` (the network's), ``e_tot`` (Hartree, ``ecore`` included), ``e_stderr``
+    (0 for a root on ``S``), the call's ``result`` (``result.json``'s fields), its ``system``
+    (integrals in the network's order) and ``model`` (the network, with ``weights``). Deliberately
     neither a list nor a tuple (PySCF would take it for several roots)."""
 
-    run_dir: Path
     weights: dict
     e_tot: float
     e_stderr: float
     result: dict
     dets: torch.Tensor | None = None
     coefficients: np.ndarray | None = None
+    system: object = field(default=None, repr=False)
+    model: object = field(default=None, repr=False)
     observables: object = field(default=None, repr=False)
     rdms: RDMs | None = field(default=None, repr=False)
 
@@ -91,7 +92,7 @@ def refusal(what: str, dense_max: int) -> NotImplementedError:
 
 def spin_square_of_state(state: NNQSState) -> float:
     """``<S^2>`` of a sparse root (exact) or a network state (its estimate)."""
-    from hamiltonians.spin import spin_square_of
+    from hamiltonians.sci.spin import spin_square_of
 
     if state.dets is not None:
         return spin_square_of(state.dets, state.coefficients)

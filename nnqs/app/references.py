@@ -5,7 +5,7 @@ Quick (seconds, even at 52 spin orbitals): HF, CCSD, CCSD(T), and FCI over at mo
 larger space (up to the run's FCI limit, :data:`FCI_MAX_DETERMINANTS`) and, beyond it, DMRG
 (``[molecule] dmrg``). A slow reference never holds up the first step:
 
-- one already in the cache (:mod:`hamiltonians.reference_energies`) is reported from the start;
+- one already in the cache (:mod:`hamiltonians.references.energies`) is reported from the start;
 - one missing is computed after training, once ``result.json`` has been written without it
   (``[molecule] slow_references = true``, the default), and merged into ``result.json``;
 - ``nnqs reference RUN`` computes them in a process of its own, during the run (the run reports
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 
-from hamiltonians.reference_energies import reference_energies
+from hamiltonians.references.energies import reference_energies
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import os
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from hamiltonians.dmrg import dmrg_label
+from hamiltonians.references.dmrg import dmrg_label
 from nnqs.app.io import atomic_write
 from nnqs.training.driver import StepRecord
 
@@ -91,7 +91,7 @@ def plot_convergence(path: str | Path, steps: list[int], energies: list[float], 
 
     ``coarse_steps``: a dotted line where the coarse local energies end; ``final``: ``(step,
     energy, label)`` of the final evaluation; ``dmrg``: the DMRG reference's details, which name
-    it extrapolated or variational (:func:`hamiltonians.dmrg.dmrg_label`); ``loop``: the
+    it extrapolated or variational (:func:`hamiltonians.references.dmrg.dmrg_label`); ``loop``: the
     subspace loop's pool energies, one per cycle, drawn at steps ``-len(loop) .. -1`` (before
     VMC's step 0); ``points``: ``(energy, label, marker)`` drawn at the final step (the subspace
     and PT2 energies). The title should name the run and its commit."""

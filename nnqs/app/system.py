@@ -47,7 +47,7 @@ class System:
         references: ``{"hf", "ccsd", "ccsd_t", "fci"}`` energies (None where unavailable or
             not yet computed: the slow ones come after training, :mod:`nnqs.app.references`),
             and ``"dmrg"`` beyond FCI; ``"notes"`` and ``"details"`` as from
-            :func:`hamiltonians.reference_energies`.
+            :func:`hamiltonians.references.energies`.
     """
 
     hamiltonian: MolecularHamiltonian

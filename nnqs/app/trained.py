@@ -77,12 +77,17 @@ class SavedSubspace:
     order: list[int]
 
 
+def in_molecule_order(dets, order: list[int]) -> torch.Tensor:
+    """Determinants uint8 ``[D, 2N]`` in the network's ``order`` put back in the molecule's orbital order."""
+    inverse = sorted(range(len(order)), key=list(order).__getitem__)
+    return occupations_in_order(torch.as_tensor(dets).to(torch.uint8), inverse)
+
+
 def save_subspace(path: str | Path, space, order: list[int]) -> None:
-    """Write ``space`` (a :class:`hamiltonians.subspace.SubspaceState` whose determinants are in
+    """Write ``space`` (a :class:`hamiltonians.sci.state.SCIState` whose determinants are in
     the network's ``order``) to ``path`` atomically, the determinants put back in the molecule's
     orbital order."""
-    inverse = sorted(range(len(order)), key=list(order).__getitem__)
-    dets = occupations_in_order(torch.as_tensor(space.dets).to(torch.uint8), inverse).numpy()
+    dets = in_molecule_order(space.dets, order).numpy()
 
     def write(tmp: str) -> None:
         with open(tmp, "wb") as f:

@@ -286,7 +286,7 @@ class StartSettings(Presettable):
 
     Attributes:
         mode: the target. ``"sci"``: the ``"auto"`` state grown by CIPSI steps
-            (:func:`hamiltonians.ci.selected_ci`) to ``sci_determinants``, or to twice its size
+            (CIPSI, :func:`hamiltonians.sci.grow.grow`) to ``sci_determinants``, or to twice its size
             where it is already larger. ``"auto"``: CISD when HF carries at least
             :data:`nnqs.training.start.AUTO_HF_WEIGHT` of it, else the ground state in the union of CISD and
             CAS(``cas``, default CAS(6, 6) or the largest that fits). ``"cisd"``, ``"casci"``
@@ -383,7 +383,7 @@ class SubspaceConfig(Presettable):
             the run (its subspace energy, :func:`nnqs.training.subspace.final_subspace`); 0: none.
         extrapolation: fractions of that final space (its largest ``|c|``) on which ``E_var`` and
             PT2 are computed too, so that ``E_var`` is extrapolated to ``PT2 -> 0`` over them
-            and the whole space (:func:`hamiltonians.pt2.extrapolate_pt2`); ``[]``: none.
+            and the whole space (:func:`hamiltonians.sci.pt2.extrapolate_pt2`); ``[]``: none.
     """
 
     DEFAULTS: ClassVar[dict[str, Any]] = {"cycles": 0}

@@ -24,7 +24,8 @@ from typing import Callable
 
 import torch
 
-from hamiltonians.ci import CIState, cas_window, casci, cisd, cisd_cas, selected_ci
+from hamiltonians.sci.spaces import cas_window, casci, cisd, cisd_cas
+from hamiltonians.sci.state import SCIState
 from nnqs.training.fit import fit_hf, fit_to_state
 from nnqs.errors import InputError
 from nnqs.training.settings import StartSettings
@@ -47,7 +48,7 @@ class Start:
 
     Attributes (results, set by :meth:`kernel`):
         settings: the :class:`StartSettings`.
-        target: the :class:`hamiltonians.ci.CIState` fitted (``None`` for ``"hf"``/``"none"``).
+        target: the :class:`hamiltonians.sci.state.SCIState` fitted (``None`` for ``"hf"``/``"none"``).
         chosen: what the target is (``"cisd"``, ``"cisd_cas(6, 6)"``, ``"sci(cisd)"`` ...).
         fidelity: ``|<target|psi>|^2`` of the network kept (``p(HF)`` for ``"hf"``; ``None``
             for ``"none"``).
@@ -57,7 +58,7 @@ class Start:
 
     def __init__(self, settings: StartSettings | None = None) -> None:
         self.settings = (settings or StartSettings()).filled()   # an unset steps: the default preset's
-        self.target: CIState | None = None
+        self.target: SCIState | None = None
         self.chosen: str | None = None
         self.fidelity: float | None = None
         self.refit: str | None = None
@@ -134,7 +135,7 @@ class Start:
                  self.target.dets.shape[0], value)
         return value
 
-    def build_target(self, H, *, hf_occupation: torch.Tensor, order: list[int]) -> CIState:
+    def build_target(self, H, *, hf_occupation: torch.Tensor, order: list[int]) -> SCIState:
         """The CI wavefunction of ``settings.mode`` for ``H`` (sets :attr:`chosen`)."""
         state, self.chosen = ci_target(H, self.settings, hf_occupation=hf_occupation, order=order)
         return state
@@ -162,7 +163,7 @@ def _auto_cas(H, settings: StartSettings) -> tuple[int, int]:
     raise ValueError(f"no active space fits ({H.n_alpha}, {H.n_beta}) electrons in {H.n_orbitals} orbitals")
 
 
-def ci_target(H, settings: StartSettings, *, hf_occupation: torch.Tensor, order: list[int]) -> tuple[CIState, str]:
+def ci_target(H, settings: StartSettings, *, hf_occupation: torch.Tensor, order: list[int]) -> tuple[SCIState, str]:
     """The CI wavefunction that ``settings.mode`` (``"cisd"``, ``"casci"``, ``"cisd_cas"``,
     ``"auto"`` or ``"sci"``) fits, for ``H`` with orbitals in autoregressive ``order``, and a
     label saying what it is. The ``"auto"`` choice is logged.
@@ -175,7 +176,11 @@ def ci_target(H, settings: StartSettings, *, hf_occupation: torch.Tensor, order:
         start, label = ci_target(H, dataclasses.replace(settings, mode="auto"), hf_occupation=hf_occupation,
                                  order=order)
         size = max(settings.sci_determinants, SCI_MIN_GROWTH * start.dets.shape[0])
-        state = selected_ci(H, start, max_determinants=size)
+        from hamiltonians.sci.grow import grow   # compiled sums (Numba): imported where used
+
+        # CIPSI from the CI space, re-solved from scratch each round (no warm start) at tol 1e-12
+        state, _, _ = grow(H, start, select="pt2", growth=2.0, max_size=size, reference=start.dets[0],
+                           warm_start=False, tol=1e-12)
         log.info("selected CI: %d -> %d determinants, E %.8f -> %.8f", start.dets.shape[0], state.dets.shape[0],
                  start.energy, state.energy)
         return state, f"sci({label})"

@@ -8,7 +8,7 @@ from hamiltonians import local_energy
 from hamiltonians.amplitudes import AmplitudeTable, from_parents, full_pass
 from hamiltonians.determinants import enumerate_determinants, pack_occupations
 from hamiltonians.exact import ground_state
-from hamiltonians.pyscf_io import from_pyscf_ci
+from hamiltonians.io.pyscf_io import from_pyscf_ci
 
 
 def _pyscf_fci_vector(H, name):

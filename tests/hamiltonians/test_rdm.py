@@ -8,9 +8,10 @@ from hamiltonians import local_energy
 from hamiltonians.determinants import enumerate_determinants, pack_occupations
 from hamiltonians.exact import ground_state
 from hamiltonians.molecular import permute_orbitals
-from hamiltonians.pyscf_io import from_pyscf_ci, to_pyscf_ci
+from hamiltonians.io.pyscf_io import from_pyscf_ci, to_pyscf_ci
 from hamiltonians.rdm import (LOCAL_BOUND, RDM_NAMES, functional_from_moments, local_rdms, rdm_moments,
-                              rdms_from_moments, reference_rdms, spin_square_coefficients, unseen_mass)
+                              rdms_from_moments, spin_square_coefficients, unseen_mass)
+from hamiltonians.references.rdms import reference_rdms
 from tests.systems import random_hamiltonian
 
 
@@ -302,7 +303,7 @@ def test_a_functional_summed_per_sample_equals_it_from_the_rdms_and_has_its_erro
 def test_openfermion_interaction_rdm_gives_the_energy_and_openfermions_own_rdm():
     from openfermion import FermionOperator, get_sparse_operator, jordan_wigner
 
-    from hamiltonians.openfermion_io import to_interaction_rdm, to_openfermion
+    from hamiltonians.io.openfermion_io import to_interaction_rdm, to_openfermion
 
     H = random_hamiltonian(4, 2, 1, seed=15)
     dets, amp = _random_state(4, 2, 1, seed=16)
@@ -326,7 +327,7 @@ def test_the_dipole_from_the_active_rdm_equals_pyscfs_from_the_ao_density():
     from pyscf import gto, mcscf, scf
 
     from hamiltonians import from_pyscf
-    from hamiltonians.pyscf_io import dipole_operator
+    from hamiltonians.io.pyscf_io import dipole_operator
 
     geometry = "O 0 0 0; H 0 0.757 0.587; H 0 -0.757 0.587"
     H = from_pyscf(geometry, "sto-3g", frozen_core=1)

@@ -8,7 +8,7 @@ import pytest
 
 from experiments.tools import dmrg_reference
 from hamiltonians import from_pyscf, reference_energies
-from hamiltonians.dmrg import dmrg_available
+from hamiltonians.references.dmrg import dmrg_available
 from hamiltonians.exact import ground_state_energy
 from nnqs.app.runconfig import load_config
 from nnqs.app.system import build_system
@@ -73,7 +73,7 @@ def test_a_saved_result_goes_back_into_the_cache_and_a_foreign_one_is_refused(tm
 
 
 def test_store_reference_refuses_an_unknown_method_or_a_non_finite_energy(tmp_path):
-    from hamiltonians.reference_energies import store_reference
+    from hamiltonians.references.energies import store_reference
 
     H = from_pyscf("H 0 0 0; H 0 0 0.74", "sto-3g")
     with pytest.raises(ValueError, match="unknown reference method"):

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.hamiltonians.test_fcidump import GOOD
+from tests.hamiltonians.io.test_fcidump import GOOD
 
 TINY = """
 [molecule]

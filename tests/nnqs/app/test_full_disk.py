@@ -87,7 +87,7 @@ def test_a_full_tmpfs_stops_the_run_cleanly_and_it_resumes(tmp_path):
 def test_an_injected_enospc_names_the_file_and_keeps_the_checkpoint(tmp_path, monkeypatch, capsys):
     """The same through ``cli.main`` with ENOSPC raised by the fourth durable write of a
     checkpoint (where no filesystem can be mounted)."""
-    from hamiltonians import durable
+    from hamiltonians.io import durable
 
     config = tmp_path / "c.toml"
     config.write_text(LONG.replace("steps = 100000", "steps = 20"))

@@ -52,10 +52,11 @@ def test_a_run_records_the_commit_it_was_launched_from(checkout, monkeypatch):
     """A commit made while a run trains (here: during its start fit) is not the run's code."""
     from nnqs.app import run as run_module
     from nnqs.app.runconfig import config_from_dict
+    from nnqs.app.solver import NNQS
     from tests.nnqs.app.helpers import TINY
 
     root, head = checkout
-    fit = run_module._fit_start
+    fit = NNQS._fit_start
 
     def fit_then_commit(*args, **kwargs):
         (root / "a.py").write_text("x = 3\n")
@@ -63,7 +64,7 @@ def test_a_run_records_the_commit_it_was_launched_from(checkout, monkeypatch):
                        check=True)
         return fit(*args, **kwargs)
 
-    monkeypatch.setattr(run_module, "_fit_start", fit_then_commit)
+    monkeypatch.setattr(NNQS, "_fit_start", fit_then_commit)
     result = run_module.run(config_from_dict(TINY), root / "out", progress=False)
     assert result["provenance"]["commit"] == head and result["provenance"]["dirty"] is False
     sessions = json.loads((root / "out" / "provenance.json").read_text())["sessions"]

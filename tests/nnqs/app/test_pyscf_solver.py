@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("pyscf")
 
-from hamiltonians.rdm import reference_rdms  # noqa: E402
+from hamiltonians.references.rdms import reference_rdms  # noqa: E402
 from nnqs.app.pyscf_solver import NNQSSolver, NNQSState, _sector  # noqa: E402
 from nnqs.pyscf import casci, casscf  # noqa: E402
 
@@ -49,7 +49,8 @@ def test_casci_energy_rdms_nevpt2_and_the_run_folder(n2_sto3g, tmp_path):
     assert np.abs(dm3 - exact.fcisolver.make_rdm123(exact.ci, 4, (2, 2))[2]).max() < 1e-7
     e_nevpt2 = mrpt.NEVPT(mc).kernel()
     assert abs(e_nevpt2 - mrpt.NEVPT(exact).kernel()) < 5e-4 * 1e-3   # 0.5 microhartree
-    assert (tmp_path / "call_000" / "run" / "subspace.npz").is_file()
+    assert (tmp_path / "subspace.npz").is_file() and (tmp_path / "result.json").is_file()   # the last call's
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json", "subspace.npz"]   # no FCIDUMP, no folders
 
 
 def test_state_averaged_casscf_two_singlets(n2_sto3g, tmp_path):
@@ -101,7 +102,7 @@ def test_two_roots_transition_rdms_and_large_ci(n2_sto3g, tmp_path):
 def test_past_the_dense_size_the_roots_stay_sparse_and_exact(n2_sto3g, tmp_path):
     from pyscf import mcscf
 
-    from hamiltonians.pyscf_io import from_pyscf_ci
+    from hamiltonians.io.pyscf_io import from_pyscf_ci
 
     exact = mcscf.CASCI(n2_sto3g, 4, 4).run()
     solver = NNQSSolver(SETTINGS, workdir=tmp_path, dense_max=0)
@@ -132,7 +133,6 @@ def test_the_network_wavefunction_its_rdms_and_warm_starts(n2_sto3g, tmp_path):
     import torch
     from pyscf import mcscf
 
-    from nnqs.app.trained import load_trained
     from nnqs.wavefunction.tokens import tokens_to_occupations
     from samplers.exact import enumerate_support
 
@@ -143,11 +143,12 @@ def test_the_network_wavefunction_its_rdms_and_warm_starts(n2_sto3g, tmp_path):
     mc.kernel()
     assert isinstance(mc.ci, NNQSState) and mc.ci.dets is None
     assert mc.e_tot >= exact.e_tot - 1e-10   # the network's exact energy is variational
-    trained = load_trained(mc.ci.run_dir)
-    tokens, _ = enumerate_support(trained.model)
+    model, system = mc.ci.model, mc.ci.system   # the network and its system, in memory
+    model.load_state_dict(mc.ci.weights)
+    tokens, _ = enumerate_support(model)
     with torch.no_grad():
-        psi = trained.model.log_psi(tokens).exp().numpy()
-    ref = reference_rdms(trained.system.hamiltonian, tokens_to_occupations(tokens), psi).reordered(trained.system.order)
+        psi = model.log_psi(tokens).exp().numpy()
+    ref = reference_rdms(system.hamiltonian, tokens_to_occupations(tokens), psi).reordered(system.order)
     dm1, dm2 = mc.fcisolver.make_rdm12(mc.ci, 4, (2, 2))
     assert np.abs(dm1 - ref.dm1).max() < 1e-10 and np.abs(dm2 - ref.dm2).max() < 1e-10
     # a warm start: any ci0 continues from the last network, warm_steps steps, no start fit

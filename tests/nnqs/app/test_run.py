@@ -248,7 +248,7 @@ def test_each_checkpoint_follows_its_metrics_on_the_disk(tmp_path, monkeypatch):
     place (a crash then never leaves a checkpoint ahead of its metrics)."""
     import os
 
-    from tests.hamiltonians.test_durable import assert_durable
+    from tests.hamiltonians.io.test_durable import assert_durable
 
     events = []
     real_fsync, real_replace = os.fsync, os.replace

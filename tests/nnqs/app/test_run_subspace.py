@@ -8,10 +8,10 @@ import json
 import pytest
 import torch
 
-from hamiltonians.ci import cisd
-from hamiltonians.fcidump import read_fcidump
-from hamiltonians.pt2 import en_pt2
-from hamiltonians.subspace import subspace_ground_state
+from hamiltonians.sci.spaces import cisd
+from hamiltonians.io.fcidump import read_fcidump
+from hamiltonians.sci.pt2 import en_pt2
+from hamiltonians.sci.diagonalise import diagonalise
 from nnqs.app.run import run
 from nnqs.app.runconfig import config_from_dict
 
@@ -57,7 +57,7 @@ def test_the_loop_writes_its_cycles_and_the_result_its_subspace_and_pt2(tmp_path
         checkpoint = torch.load(out / "checkpoint.pt", weights_only=True)
         pool = checkpoint["subspace"]
         assert abs(pool["energy"] - best) < 1e-10
-        space = subspace_ground_state(H, pool["dets"])
+        space = diagonalise(H, pool["dets"])
         assert abs(space.energy - best) < 1e-10
         assert en_pt2(H, space.dets, space.coefficients).e_pt2 <= 0
 
@@ -76,7 +76,7 @@ def test_the_final_space_is_saved_in_the_molecules_orbital_order(tmp_path):
     import numpy as np
 
     from hamiltonians.determinants import occupations_in_order
-    from hamiltonians.pyscf_io import from_pyscf
+    from hamiltonians.io.pyscf_io import from_pyscf
     from nnqs.app.trained import load_subspace
 
     settings = {**SETTINGS, "subspace": {**SETTINGS["subspace"], "cycles": 0},
@@ -87,7 +87,7 @@ def test_the_final_space_is_saved_in_the_molecules_orbital_order(tmp_path):
     assert saved.dets.shape[0] == result["subspace_size"] and saved.energy == result["energy_subspace"]
     assert saved.order == list(reversed(range(7)))
     molecule = from_pyscf(SETTINGS["molecule"]["geometry"], "sto-3g")   # the molecule's own order
-    assert abs(subspace_ground_state(molecule, saved.dets).energy - saved.energy) < 1e-10
+    assert abs(diagonalise(molecule, saved.dets).energy - saved.energy) < 1e-10
     network = read_fcidump(out / "hamiltonian.fcidump", dtype=torch.float64)   # the network's order
-    again = subspace_ground_state(network, occupations_in_order(saved.dets, saved.order))
+    again = diagonalise(network, occupations_in_order(saved.dets, saved.order))
     assert abs(abs(float(np.dot(again.coefficients.numpy(), saved.coefficients))) - 1) < 1e-10

@@ -29,7 +29,7 @@ def test_orbital_order_permutes_integrals_not_energies(order):
     hf = permuted.hf_occupation
     assert torch.equal(hf[0::2], torch.tensor([int(o < H.n_alpha) for o in perm], dtype=torch.uint8))
     assert abs(float(P.diagonal(hf[None])[0]) - H.hf_energy()) < 1e-10
-    from hamiltonians.ci import cisd
+    from hamiltonians.sci.spaces import cisd
 
     assert abs(cisd(P, reference=hf).energy - cisd(H).energy) < 1e-9
     with pytest.raises(ConfigError, match="permutation"):
@@ -64,7 +64,7 @@ def test_cisd_cas_start_lies_below_cisd_and_casci(bond, order):
     """Near equilibrium CISD is below CASCI(6, 6); stretched, HF carries little weight and CASCI is
     below CISD (by 150 mHa at 2 A). The union of their spaces lies below both everywhere, and
     with the orbitals reordered its determinants move with them."""
-    from hamiltonians.ci import casci, cisd
+    from hamiltonians.sci.spaces import casci, cisd
     from nnqs.app.runconfig import MoleculeConfig
     from nnqs.app.system import build_system
     from nnqs.training.start import StartSettings, ci_target

@@ -5,7 +5,7 @@ import scipy.stats
 import torch
 
 from hamiltonians import from_pyscf
-from hamiltonians.ci import cisd
+from hamiltonians.sci.spaces import cisd
 from nnqs.training.estimators import exact_variational_energy
 from nnqs.training.fit import _largest, _tail_sampler, fidelity, fit_hf, fit_phases, fit_to_state
 from nnqs.wavefunction.tokens import occupations_to_tokens

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from hamiltonians import from_pyscf
-from hamiltonians.rdm import RDM_NAMES, reference_rdms
+from hamiltonians.rdm import RDM_NAMES
+from hamiltonians.references.rdms import reference_rdms
 from nnqs.training.estimators import exact_variational_energy
 from nnqs.training.observables import estimate_observables
 from nnqs.wavefunction.tokens import tokens_to_occupations

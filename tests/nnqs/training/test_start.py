@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from hamiltonians import from_pyscf
-from hamiltonians.ci import cisd
+from hamiltonians.sci.spaces import cisd
 from nnqs.training.start import Start, StartSettings, ci_target
 from tests.models import make_model
 

@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from hamiltonians.ci import cisd
+from hamiltonians.sci.spaces import cisd
 from hamiltonians.exact import ground_state_energy
-from hamiltonians.pt2 import en_pt2
-from hamiltonians.subspace import subspace_ground_state
+from hamiltonians.sci.pt2 import en_pt2
+from hamiltonians.sci.diagonalise import diagonalise
 from nnqs.training.settings import SamplerConfig
 from nnqs.training.state import VariationalState
 from nnqs.training.subspace import (SubspaceConfig, SubspaceDriver, final_subspace, merge, pool_dict,
@@ -51,7 +51,7 @@ def test_the_loop_never_ends_above_its_first_pool_and_reaches_fci_on_the_whole_s
     assert loop.best.energy <= start.energy + 1e-12 and loop.best.energy >= fci - 1e-10
     assert records[0].n_extended > 0 and records[-1].n_pool > start.dets.shape[0]
     # the pool's energy is the ground state of H on its determinants
-    again = subspace_ground_state(H, loop.best.dets)
+    again = diagonalise(H, loop.best.dets)
     assert abs(again.energy - loop.best.energy) < 1e-10
     # a pool that holds the whole space is FCI
     whole = SubspaceDriver(H, state(), SubspaceConfig(extend=1000, n_samples=10, fit_steps=0, pool=10**6), start)
@@ -67,7 +67,7 @@ def test_the_subspace_energy_of_a_network_is_the_ground_state_on_its_samples():
     s.load_state_dict(state().state_dict())   # the same stream again: the same samples
     from nnqs.wavefunction.tokens import tokens_to_occupations
     dets = tokens_to_occupations(s.sample(200_000).tokens)
-    assert n_new == dets.shape[0] and abs(space.energy - subspace_ground_state(H, dets).energy) < 1e-10
+    assert n_new == dets.shape[0] and abs(space.energy - diagonalise(H, dets).energy) < 1e-10
     pooled, added = subspace_energy(H, state(), cisd(H), n_samples=200_000)
     assert pooled.energy <= cisd(H).energy + 1e-12 and added <= n_new
 
@@ -93,7 +93,7 @@ def test_the_runs_fields_are_the_pool_energy_and_its_pt2(pt2):
     assert [p["size"] for p in points] == sorted({p["size"] for p in points}) and len(points) == 3
     assert points[-1]["size"] == fields["subspace_size"] and points[-1]["e2"] == fields["e2"]
     assert all(a["energy_var"] >= b["energy_var"] - 1e-12 for a, b in zip(points, points[1:]))   # nested supports
-    from hamiltonians.pt2 import extrapolate_pt2
+    from hamiltonians.sci.pt2 import extrapolate_pt2
     fit = extrapolate_pt2([p["energy_var"] for p in points], [p["e2"] for p in points], [p["e2_stderr"] for p in points])
     assert fields["energy_extrapolated"] == fit["energy"] and fields["energy_extrapolated_stderr"] == fit["stderr"]
     assert "energy_extrapolated" not in final_subspace(H, state(), start, SubspaceConfig(final_samples=0, extrapolation=()))[0]

@@ -1,0 +1,96 @@
+"""The determinants outside a set ``S`` that a state on ``S`` reaches, summed and ranked.
+
+Rules (docs/design.md §5):
+
+* :func:`outside_sums` is the one place that sums ``sum_i w_i <a|H|x_i>^k`` over parents ``x_i``
+  of ``S`` for every ``a`` outside ``S``, through the compiled kernel where it is available
+  (:meth:`MolecularHamiltonian.screened_connections`, whose batch is ``S``, so ``batch_pos >= 0``
+  marks ``a`` in ``S``) and :class:`hamiltonians.sci.key_sums.KeySums`; contributions to each
+  ``a`` are summed over all parents before anything is squared or ranked. With ``n_buckets > 1``
+  each pass keeps only the ``a`` whose key hash falls in one bucket, which bounds memory.
+* Two rankings use it: :func:`extend_by_connection` by ``|<a|H|psi_S>|`` (the subspace loop's
+  and the roots' growth) and :func:`pt2_selection` by ``N_a^2 / (D_a - E)`` (CIPSI); EN-PT2
+  (:mod:`hamiltonians.sci.pt2`) sums the same quantities.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from hamiltonians.determinants import as_occupation, n_words, unpack_keys
+from hamiltonians.sci.key_sums import KeySums
+from hamiltonians.sci.state import SCIState, require_unique
+
+__all__ = ["outside_sums", "extend_by_connection", "pt2_selection"]
+
+
+def outside_sums(H, dets, weights, *, parents=None, powers=(1,), into: KeySums | None = None, insert: bool = True,
+                 n_buckets: int = 1, bucket: int = 0, chunk: int | None = None) -> KeySums:
+    """Sums over parents of ``weights[i, k] * <a|H|x_i>**powers[k]`` for every ``a`` outside ``S``.
+
+    Args:
+        dets: ``S``, unique uint8 ``[D, 2N]`` (the set ``a`` must lie outside of).
+        weights: float64 ``[P, K]`` (or ``[P]`` for ``K = 1``), one row per parent.
+        parents: int64 ``[P]`` rows of ``dets`` connected (default every row, ``P = D``).
+        powers: ``K`` exponents (1 or 2) of the matrix element per column.
+        into: add to this :class:`KeySums` (default a new one); ``insert=False`` only updates
+            the ``a`` it already holds.
+        n_buckets, bucket: keep only the ``a`` of this hash bucket (a new table's partition).
+    Returns:
+        the :class:`KeySums`; ``result()`` gives the keys ``[U, W]`` of the ``a`` and their sums ``[U, K]``.
+    """
+    occ = as_occupation(dets, H.n_spin_orbitals).cpu()
+    weights = np.asarray(torch.as_tensor(weights, dtype=torch.float64).cpu().numpy())
+    powers = np.asarray(powers, dtype=np.int64)
+    weights = weights.reshape(weights.shape[0], len(powers)) if weights.ndim == 1 or weights.size == 0 else weights
+    if weights.shape[1] != powers.shape[0] or not set(powers.tolist()) <= {1, 2}:
+        raise ValueError(f"weights [P, {weights.shape[1]}] need that many powers, each 1 or 2, got {powers.tolist()}")
+    if parents is not None:
+        parents = torch.as_tensor(parents, dtype=torch.int64).cpu()
+        occ, expand = torch.cat((occ[parents], occ)), parents.shape[0]
+    else:
+        expand = occ.shape[0]
+    if weights.shape[0] != expand:
+        raise ValueError(f"{weights.shape[0]} weight rows for {expand} parents")
+    sums = KeySums(len(powers), n_words(H.n_spin_orbitals), n_buckets=n_buckets, bucket=bucket) if into is None else into
+    if expand == 0:
+        return sums
+    squared = powers == 2
+    for keys, vals, rows, pos, _ in H.screened_connections(occ, threshold=0.0, chunk=chunk, expand=expand):
+        out = (pos < 0).numpy()
+        v = vals.double().numpy()[out]
+        contrib = weights[rows.numpy()[out]] * v[:, None]
+        if squared.any():
+            contrib[:, squared] *= v[:, None]
+        sums.add(keys.numpy()[out], contrib, insert=insert)
+    return sums
+
+
+def extend_by_connection(H, dets, coefficients, n_new: int, *, chunk: int | None = None) -> torch.Tensor:
+    """The ``n_new`` determinants outside ``S`` with the largest ``|<a|H|psi_S>|``,
+    ``psi_S = sum_i c_i |x_i>`` over every ``x_i`` of ``dets`` (unique ``[D, 2N]``), uint8
+    ``[<= n_new, 2N]`` in decreasing order (fewer if fewer ``a`` are connected)."""
+    dets = require_unique(H, dets)
+    keys, sums = outside_sums(H, dets, torch.as_tensor(coefficients, dtype=torch.float64), chunk=chunk).result()
+    score = np.abs(sums[:, 0])
+    top = np.argsort(-score, kind="stable")[: max(0, int(n_new))]
+    return unpack_keys(keys[torch.from_numpy(top)], H.n_spin_orbitals)
+
+
+def pt2_selection(H, state: SCIState, n_new: int, *, parents: int = 1024) -> torch.Tensor:
+    """The ``n_new`` determinants outside ``state.dets`` with the largest Epstein–Nesbet
+    second-order energies ``|<x'|H|psi>|^2 / (H_{x'x'} - E)``, uint8 ``[<= n_new, 2N]``.
+
+    ``<x'|H|psi>`` is summed over the ``parents`` largest-``|c|`` determinants of the state only
+    (bounding the work at ``parents`` times the connections per determinant), by
+    :func:`outside_sums`.
+    """
+    top = torch.argsort(state.coefficients.abs(), descending=True)[:parents]
+    unique, numerator = outside_sums(H, state.dets, state.coefficients[top], parents=top).result()
+    numerator = torch.from_numpy(numerator[:, 0].copy())
+    occ = unpack_keys(unique, H.n_spin_orbitals)
+    gap = (H.diagonal(occ).to(torch.float64).cpu() - state.energy).clamp(min=1e-6)
+    pt2 = numerator.square() / gap
+    keep = torch.argsort(pt2, descending=True)[:n_new]
+    return occ[keep]

@@ -1,0 +1,380 @@
+"""The whole method as one object in memory: ``nnqs.NNQS(config).kernel(H)``.
+
+:class:`NNQS` runs, on a Hamiltonian it is given (no file is read or written):
+
+    the start (a selected-CI target and the network's fit, :class:`nnqs.training.start.Start`)
+    -> the subspace loop (:class:`nnqs.training.subspace.SubspaceDriver`, ``[subspace] cycles``)
+    -> VMC (:func:`nnqs.training.driver.build_vmc`) -> the final evaluation
+    (:func:`nnqs.training.evaluation.final_evaluation`) -> the final space and its PT2
+    (:func:`nnqs.training.subspace.final_subspace`)
+
+and returns an :class:`NNQSResult` (every energy labelled, the network, the pool, the final
+space). Its phases are methods (:meth:`NNQS.prepare`, :meth:`NNQS.start`, :meth:`NNQS.train`,
+:meth:`NNQS.finish`) that ``nnqs run`` (:mod:`nnqs.app.run`) calls one by one with its callbacks
+in between: progress, metrics, checkpoints and signals are callbacks of the drivers; the run
+folder, the references and ``result.json`` are the application's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from nnqs.app.presets import log_preset, resolve
+from nnqs.app.provenance import provenance
+from nnqs.app.references import reference_fields
+from nnqs.app.runconfig import ConfigError, RunConfig, check_device, config_from_dict
+from nnqs.app.system import System, build_model, resolve_order
+from nnqs.errors import InputError
+from nnqs.parallel.comm import LOCAL, Communicator
+from nnqs.training.callbacks import StopOnPlateau
+from nnqs.training.driver import build_vmc
+from nnqs.training.evaluation import final_evaluation, p_hf
+from nnqs.training.memory import available_memory, check_memory, gib, plan_memory
+from nnqs.training.settings import last_regime_start
+from nnqs.training.start import Start
+from nnqs.training.subspace import SubspaceDriver, final_subspace, pool_from_dict
+
+log = logging.getLogger(__name__)
+
+#: The version of ``result.json``'s fields (docs/result.md); raised when a field changes meaning.
+RESULT_SCHEMA_VERSION = 1
+
+
+@dataclass
+class NNQSResult:
+    """What a run found. Every energy in Hartree, labelled by what it is (the README's table
+    "Which energy to report"):
+
+    Attributes:
+        energy, energy_stderr: the network's VMC energy (a Monte Carlo estimate of its
+            ``<H>``) and its statistical error.
+        energy_subspace: ``E_var`` of the final determinant space (variational); ``None`` without one.
+        energy_pt2, energy_pt2_stderr: ``E_var`` + EN-PT2 and its error bar (0 when deterministic).
+        energy_extrapolated, energy_extrapolated_stderr: ``E_var`` extrapolated to ``PT2 -> 0``.
+        fields: ``result.json``'s fields (these and everything else a run records).
+        model: the trained network; ``pool``: the loop's best pool (or the start's space);
+        space: the final space with its ground state (``hamiltonians.sci.state.SCIState``);
+        ``pool`` and ``space`` hold determinants in the network's orbital order, ``order``
+        (``order[i]`` the molecule's orbital at position ``i``; :meth:`dets_in_molecule_order`).
+        stopped_at: the step an interrupted run stopped at (``None`` for a finished one).
+    """
+
+    fields: dict
+    model: torch.nn.Module
+    pool: object = None
+    space: object = None
+    order: list | None = None
+    stopped_at: int | None = None
+    energy: float | None = field(init=False)
+    energy_stderr: float | None = field(init=False)
+    energy_subspace: float | None = field(init=False)
+    energy_pt2: float | None = field(init=False)
+    energy_pt2_stderr: float | None = field(init=False)
+    energy_extrapolated: float | None = field(init=False)
+    energy_extrapolated_stderr: float | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        for name in ("energy", "energy_stderr", "energy_subspace", "energy_pt2", "energy_pt2_stderr",
+                     "energy_extrapolated", "energy_extrapolated_stderr"):
+            setattr(self, name, self.fields.get(name))
+
+    def dets_in_molecule_order(self) -> torch.Tensor | None:
+        """The final space's determinants uint8 ``[D, 2N]`` in the molecule's orbital order."""
+        from nnqs.app.trained import in_molecule_order
+
+        if self.space is None:
+            return None
+        return in_molecule_order(self.space.dets, self.order or list(range(self.space.dets.shape[1] // 2)))
+
+    @property
+    def e_tot(self) -> float | None:
+        """The best estimate: extrapolated, else ``E_var`` + PT2, else ``E_var``, else the VMC energy."""
+        for value in (self.energy_extrapolated, self.energy_pt2, self.energy_subspace, self.energy):
+            if value is not None:
+                return float(value)
+        return None
+
+
+class Clock:
+    """A run's seconds, each carried over from a checkpoint on resume: the start's wall time, the
+    training's (from :meth:`training`), and this process's CPU time (all its threads)."""
+
+    def __init__(self, state: dict | None = None) -> None:
+        state = state or {}
+        self.wall_before = float(state.get("wall_seconds", 0.0))
+        self.start_seconds = float(state.get("start_seconds", 0.0))
+        self.cpu_before = float(state.get("cpu_seconds", 0.0))
+        self.began = self.training_began = time.perf_counter()
+        self.cpu_began = time.process_time()
+
+    def training(self) -> None:
+        """The training starts now (after the start, if any)."""
+        self.training_began = time.perf_counter()
+
+    def wall(self) -> float:
+        return self.wall_before + time.perf_counter() - self.training_began
+
+    def times(self) -> dict:
+        return {"wall_seconds": self.wall(), "start_seconds": self.start_seconds,
+                "cpu_seconds": self.cpu_before + time.process_time() - self.cpu_began}
+
+
+def system_of(H, config: RunConfig) -> System:
+    """A :class:`~nnqs.app.system.System` for integrals ``H`` given in memory (no references):
+    the orbitals moved into ``[molecule] orbital_order``."""
+    from hamiltonians.molecular import permute_orbitals
+
+    order = resolve_order(config.molecule.orbital_order, H.n_orbitals, max(H.n_alpha, H.n_beta))
+    if order != list(range(H.n_orbitals)):
+        H = permute_orbitals(H, order)
+    return System(H, order, {})
+
+
+class NNQS:
+    """The method in memory (see the module). PySCF's shape: settings, ``dump_flags()``, ``kernel()``.
+
+    Attributes (settings):
+        config: the :class:`~nnqs.app.runconfig.RunConfig` (its presets resolved by :meth:`prepare`).
+        comm: the processes of the run.
+    Attributes (state, after :meth:`prepare`):
+        system, H, model, driver (VMC), preset, clock; after :meth:`start`: ``start_summary``,
+        ``start_p_hf``, ``pool`` (the loop's best, or the start's space); after :meth:`finish`: ``result``.
+    """
+
+    def __init__(self, config: RunConfig | dict | None = None, *, comm: Communicator = LOCAL) -> None:
+        if config is None:
+            config = {}
+        if not isinstance(config, RunConfig):
+            config = config_from_dict({"molecule": {"name": "in_memory", "fcidump": "in memory"}, **config}
+                                      if "molecule" not in config else config)
+        self.config, self.comm = config, comm
+        self.system: System | None = None
+        self.model = self.driver = self.pool = self.result = None
+        self.preset: dict | None = None
+        self.start_summary: dict | None = None
+        self.start_p_hf = float("nan")
+        self.clock = Clock()
+        self.resumed = False
+
+    @property
+    def H(self):
+        return self.driver.H if self.driver is not None else None
+
+    def dump_flags(self) -> NNQS:
+        if self.preset is not None:
+            log_preset(self.preset)
+        self.config.dump_flags()
+        return self
+
+    # --- the phases ---------------------------------------------------------------------------
+    def prepare(self, system: System, *, checkpoint: dict | None = None, checkpoint_path=None,
+                extend: bool = False) -> NNQS:
+        """Resolve the presets for ``system``, build the network and the VMC driver, check the
+        memory plan and the start's settings (one-line :class:`ConfigError`); with
+        ``checkpoint`` (a run's saved state, read from ``checkpoint_path``) check its steps
+        (``extend`` allows more) and restore the driver, the start's record and the pool."""
+        check_device(self.config.run.device)
+        if self.config.run.threads:
+            torch.set_num_threads(self.config.run.threads)  # PySCF's OpenMP follows it
+        torch.manual_seed(self.config.run.seed)
+        self.system = system
+        H = system.hamiltonian.to(device=self.config.run.device)
+        self.config, self.preset = resolve(self.config, H.n_determinants, 2 * H.n_orbitals, checkpoint=checkpoint)
+        if checkpoint is not None:
+            _check_steps(self.config, checkpoint, checkpoint_path, extend)
+        self.model = build_model(self.config.model, system).to(self.config.run.device)
+        fits = checkpoint is None and self.config.start.mode not in ("none", "hf")
+        _check_memory(self.config, self.model, H, fits=fits)
+        if checkpoint is None:
+            _check_start(self.config, H)
+        if self.comm.is_main:   # the input checked: what runs
+            self.dump_flags()
+        self.driver = build_vmc(self.model, H, self.config.optim, self.config.sampler, self.config.local_energy,
+                                seed=self.config.run.seed, comm=self.comm)
+        self.clock = Clock(checkpoint)
+        if checkpoint is not None:
+            try:
+                self.driver.load_state_dict(checkpoint["trainer"])
+            except (RuntimeError, KeyError, ValueError) as error:
+                first = str(error).strip().splitlines()[0]
+                raise ConfigError(f"--resume: {checkpoint_path} does not match this config ({first})") from None
+            log.info("resumed from %s at step %d", checkpoint_path, self.driver.step)
+            self.start_p_hf, self.start_summary = float(checkpoint["p_hf"]), checkpoint.get("start")
+            self.pool = pool_from_dict(checkpoint["subspace"]) if checkpoint.get("subspace") else None
+            self.resumed = True
+        return self
+
+    def start(self, *, initial_model: dict | None = None, initial_pool=None, cycle_callbacks: Sequence = ()) -> NNQS:
+        """The start (fit to a CI target) and, with ``[subspace] cycles``, the subspace loop
+        (``cycle_callbacks`` see each cycle's record); skipped on a resumed run. ``initial_model``:
+        weights to start from (the start then refits them); ``initial_pool``: determinants uint8
+        ``[D, 2N]`` (or a state) in the molecule's orbital order, joined to the first pool and
+        re-diagonalised (a warm start from a nearby problem)."""
+        if self.resumed:
+            return self
+        weights, self.start_summary, pool = self.comm.run_on_main(lambda: self._fit_start(initial_model))
+        self.driver.start_from(weights)
+        self.clock.start_seconds = time.perf_counter() - self.clock.began
+        self.start_p_hf = p_hf(self.model, self.system.hf_tokens)
+        if initial_pool is not None:
+            from hamiltonians.determinants import occupations_in_order
+
+            dets = torch.as_tensor(getattr(initial_pool, "dets", initial_pool)).to(torch.uint8).cpu()
+            pool = _joined(self.H, pool, occupations_in_order(dets, self.system.order))
+        self.pool = pool
+        if self.config.subspace.cycles:
+            self.pool = self._subspace_loop(pool, cycle_callbacks)
+        return self
+
+    def train(self, *, callbacks: Sequence = (), stop_after: int | None = None, history: tuple = ((), ())) -> bool:
+        """VMC to ``[optim] steps`` (or ``stop_after``), stopping early on a plateau
+        (:class:`~nnqs.training.callbacks.StopOnPlateau`, which sees ``history``: the energies and
+        errors of the steps before a resume); ``callbacks`` run after each step. Returns whether
+        it stopped on the plateau."""
+        target = self.target(stop_after)
+        stop = StopOnPlateau(self.config.stop, last_regime_start(self.config.optim, self.config.local_energy),
+                             comm=self.comm, energies=history[0], stderrs=history[1])
+        self.clock.training()
+        return self.driver.run(target, [*callbacks, stop])
+
+    def target(self, stop_after: int | None = None) -> int:
+        steps = self.config.optim.steps
+        return steps if stop_after is None else min(stop_after, steps)
+
+    def finish(self, *, stopped_early: bool = False) -> NNQSResult:
+        """The final evaluation, the final space and its PT2: the :class:`NNQSResult`."""
+        driver, system, comm = self.driver, self.system, self.comm
+        wall = self.clock.wall()  # the training's; the evaluation has its own seconds
+        evaluation = final_evaluation(driver, system.hf_tokens)
+        subspace, space = final_subspace(driver.H, driver.state, self.pool, self.config.subspace,
+                                         seed=self.config.run.seed) if comm.world_size == 1 else ({}, None)
+        fields = {**evaluation.to_dict(), **subspace}
+        fields = {
+            "schema_version": RESULT_SCHEMA_VERSION,
+            "molecule": self.config.molecule.name,
+            **fields,
+            **reference_fields(system.references, fields),
+            "steps": driver.step,
+            "n_orbitals": driver.H.n_orbitals,
+            "n_alpha": driver.H.n_alpha,
+            "n_beta": driver.H.n_beta,
+            "n_determinants": driver.H.n_determinants,
+            "orbital_order": system.order,
+            "start": self.start_summary,
+            "p_hf_after_start": self.start_p_hf,
+            "device": str(driver.model.device),
+            "threads": torch.get_num_threads(),
+            "processes": comm.world_size,
+            "provenance": provenance(),
+            "config": self.config.to_dict(),
+            **self.clock.times(),
+            "preset": self.preset,
+            "stopped_early": stopped_early,
+            "wall_seconds": wall,
+        }
+        self.result = NNQSResult(fields, self.model, self.pool, space, system.order)
+        return self.result
+
+    def kernel(self, H=None, *, system: System | None = None, callbacks: Sequence = (),
+               cycle_callbacks: Sequence = (), initial_model: dict | None = None, initial_pool=None) -> NNQSResult:
+        """The whole method on ``H`` (a :class:`hamiltonians.MolecularHamiltonian`, orbitals in the
+        molecule's order, moved into ``[molecule] orbital_order``) or on a built ``system``.
+        Returns the :class:`NNQSResult` (also :attr:`result`)."""
+        if (H is None) == (system is None):
+            raise InputError("NNQS.kernel needs exactly one of H and system")
+        self.prepare(system if system is not None else system_of(H, self.config))
+        self.start(initial_model=initial_model, initial_pool=initial_pool, cycle_callbacks=cycle_callbacks)
+        stopped_early = self.train(callbacks=callbacks)
+        return self.finish(stopped_early=stopped_early)
+
+    # --- the pieces ---------------------------------------------------------------------------
+    def _fit_start(self, initial_model: dict | None):
+        """The start on the network; returns its weights (CPU), what ``result.json`` records of
+        it, and its CI target (the loop's first pool)."""
+        config, system, model = self.config, self.system, self.model
+        if initial_model is not None:
+            model.load_state_dict(initial_model)
+
+        def fresh_model():
+            torch.manual_seed(config.run.seed + 1)
+            return build_model(config.model, system).to(model.device)
+
+        start = Start(config.start)
+        start.dump_flags()
+        start.kernel(model, self.H, hf_occupation=system.hf_occupation, order=system.order, fresh_model=fresh_model)
+        return {k: v.cpu() for k, v in model.state_dict().items()}, start.summary(), start.target
+
+    def _subspace_loop(self, pool, callbacks: Sequence):
+        """The loop after the start; the network it fitted becomes VMC's start. Returns the best
+        pool. One process only (its diagonalisations are not split)."""
+        from hamiltonians.sci.diagonalise import diagonalise
+
+        if self.comm.world_size > 1:
+            raise ConfigError("[subspace] cycles runs on one process (its diagonalisation is not split over ranks)")
+        if pool is None:
+            pool = diagonalise(self.H, self.system.hf_occupation.to(torch.uint8).cpu()[None])
+        loop = SubspaceDriver(self.H, self.driver.state, self.config.subspace, pool)
+        loop.run(self.config.subspace.cycles, list(callbacks))
+        self.driver.guard.mark_good()   # the fitted network is VMC's start
+        return loop.best
+
+
+def _joined(H, pool, dets: torch.Tensor):
+    """``pool`` (a state, or ``None``) with the determinants ``dets`` (uint8 ``[D, 2N]``) joined
+    and the ground state re-solved, warm-started from ``pool``."""
+    from hamiltonians.sci.diagonalise import diagonalise
+    from hamiltonians.sci.state import merge
+
+    if pool is None:
+        return diagonalise(H, dets)
+    merged, n_new = merge(H, pool.dets, torch.as_tensor(dets))
+    v0 = torch.cat((pool.coefficients.double(), torch.zeros(n_new, dtype=torch.float64)))
+    return diagonalise(H, merged, v0=v0 + 1e-8 * (v0 == 0))
+
+
+def _check_steps(config: RunConfig, state: dict, path, extend: bool) -> None:
+    """The checkpoint at ``path`` has this (resolved) config's steps, or ``extend`` allows more."""
+    old, new = state.get("config", {}).get("optim", {}).get("steps"), config.optim.steps
+    if old != new and not extend:
+        raise ConfigError(f"--resume: the checkpoint's run has steps = {old}, this config {new}; pass --extend "
+                          "to change it (the learning-rate schedule is recomputed over the new total)")
+    if new < state["trainer"]["step"]:
+        raise ConfigError(f"--resume: the checkpoint is already at step {state['trainer']['step']} > steps = {new}")
+
+
+def _check_start(config: RunConfig, H) -> None:
+    """A ``[start] cas`` window that does not fit the molecule: the error's one line, before any
+    log line and any work."""
+    try:
+        Start(config.start).check(H)
+    except InputError as error:
+        raise ConfigError(f"[start] {error}") from None
+
+
+def _check_memory(config: RunConfig, model, H, *, fits: bool) -> None:
+    """Stop before the start (:class:`ConfigError`, one line) when a step's estimated peak
+    memory (:func:`nnqs.training.memory.plan_memory`, at the unique window's upper end) exceeds
+    ``[run] max_memory_gib`` or what the machine has available (shared by this node's processes)."""
+    sampler, start = config.sampler, config.start
+    n_unique = sampler.unique_window[1] if sampler.unique_window else min(sampler.n_samples, H.n_determinants)
+    if sampler.max_unique:
+        n_unique = max(n_unique, sampler.max_unique)
+    plan = plan_memory(model, H, n_unique=min(n_unique, H.n_determinants), method=config.optim.method,
+                       sr_top=config.optim.sr_top, cache_bytes=sampler.max_cache_bytes,
+                       grad_chunk=config.optim.grad_chunk,
+                       fit_batch=(start.max_determinants + start.tail) if fits else 0)
+    available = available_memory()
+    if available is not None:
+        available //= max(int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1), 1)
+    limits = [v for v in (gib(config.run.max_memory_gib), available) if v is not None]
+    log.info("memory plan: %s; available %s", plan.describe(),
+             f"{min(limits) / 2**30:.2f} GiB" if limits else "unknown")
+    problem = check_memory(plan, min(limits) if limits else None)
+    if problem:
+        raise ConfigError(problem)
