@@ -11,12 +11,12 @@ PySCF and OpenFermion are imported inside the functions that need them, so ``imp
 hamiltonians`` needs neither.
 """
 
-from hamiltonians.determinants import enumerate_determinants, aufbau_occupation
+from hamiltonians.determinants import aufbau_occupation, enumerate_determinants
 from hamiltonians.io.fcidump import FCIDUMPError, read_fcidump, write_fcidump
-from hamiltonians.local_energy import LocalEnergyResult, local_energy
-from hamiltonians.molecular import MolecularHamiltonian
 from hamiltonians.io.openfermion_io import from_openfermion, to_openfermion
 from hamiltonians.io.pyscf_io import from_pyscf
+from hamiltonians.local_energy import LocalEnergyResult, local_energy
+from hamiltonians.molecular import MolecularHamiltonian
 from hamiltonians.references.energies import reference_energies
 
 __all__ = [

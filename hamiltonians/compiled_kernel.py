@@ -36,7 +36,7 @@ try:  # pragma: no cover - exercised by whichever branch the machine takes
 
     AVAILABLE = True
 except ImportError:  # pragma: no cover
-    numba = None
+    numba = None  # type: ignore[assignment]  # the optional dependency is absent: AVAILABLE says so
     AVAILABLE = False
 
 __all__ = ["AVAILABLE", "CompiledKernel"]

@@ -17,6 +17,7 @@ import scipy.sparse.linalg
 import torch
 
 from hamiltonians.determinants import enumerate_determinants, pack_occupations, unique_keys
+from hamiltonians.protocol import Hamiltonian
 
 __all__ = [
     "enumerate_determinants",
@@ -33,7 +34,7 @@ MAX_DETERMINANTS = 10_000_000
 _DENSE_BELOW = 400
 
 
-def hamiltonian_matrix(H, dets: torch.Tensor | None = None, *, chunk: int | None = None):
+def hamiltonian_matrix(H: Hamiltonian, dets: torch.Tensor | None = None, *, chunk: int | None = None):
     """Sparse CSR ``[D, D]`` float64 matrix ``<x|H|y>`` over the valid space.
 
     Args:
@@ -67,7 +68,7 @@ def hamiltonian_matrix(H, dets: torch.Tensor | None = None, *, chunk: int | None
     return mat, dets
 
 
-def ground_state(H, *, tol: float = 1e-12) -> tuple[float, np.ndarray, torch.Tensor]:
+def ground_state(H: Hamiltonian, *, tol: float = 1e-12) -> tuple[float, np.ndarray, torch.Tensor]:
     """Lowest eigenpair: ``(energy, vector[D], dets[D, 2N])`` with ``dets`` sorted by key.
 
     The vector's sign is fixed so that its largest-magnitude component is positive.
@@ -95,6 +96,6 @@ def lowest_eigenpair(mat, *, tol: float = 1e-12) -> tuple[float, np.ndarray]:
     return e, vec
 
 
-def ground_state_energy(H, *, tol: float = 1e-12) -> float:
+def ground_state_energy(H: Hamiltonian, *, tol: float = 1e-12) -> float:
     """Lowest eigenvalue of ``H`` in its (n_alpha, n_beta) sector, in Hartree."""
     return ground_state(H, tol=tol)[0]

@@ -224,9 +224,9 @@ def excitation_classes(kt: KernelTensors, occ: torch.Tensor) -> list[ExcitationC
         oo, vv = t[f"d_o{s}"], t[f"d_v{s}"]
         i, j = occ_l[s][:, oo[:, 0]], occ_l[s][:, oo[:, 1]]
         a, bb = vir_l[s][:, vv[:, 0]], vir_l[s][:, vv[:, 1]]
-        si, sj, sa, sb_ = 2 * i + s, 2 * j + s, 2 * a + s, 2 * bb + s
-        out.append(ExcitationClass("double", (s, s), i, a, j, bb, _parity4(cum, si, sj, sa, sb_),
-                                   kt.bits[si] | kt.bits[sj] | kt.bits[sa] | kt.bits[sb_]))
+        si, sj, sa, sbb = 2 * i + s, 2 * j + s, 2 * a + s, 2 * bb + s
+        out.append(ExcitationClass("double", (s, s), i, a, j, bb, _parity4(cum, si, sj, sa, sbb),
+                                   kt.bits[si] | kt.bits[sj] | kt.bits[sa] | kt.bits[sbb]))
     alpha, beta = out[0], out[1]
     sa_, sb_ = alpha.i.shape[1], beta.i.shape[1]
     if sa_ and sb_:
@@ -238,8 +238,8 @@ def excitation_classes(kt: KernelTensors, occ: torch.Tensor) -> list[ExcitationC
         par = (alpha.parity[:, :, None] + beta.parity[:, None, :]) ^ cross.long()
         shape = (b, sa_, sb_)
         flips = (alpha.flips[:, :, None, :] ^ beta.flips[:, None, :, :]).reshape(b, sa_ * sb_, -1)
-        out.append(ExcitationClass("double", (0, 1), *(x.expand(shape).reshape(b, -1) for x in (ia, aa, jb, bv)),
-                                   par.reshape(b, -1), flips))
+        ie, ae, je, be = (x.expand(shape).reshape(b, -1) for x in (ia, aa, jb, bv))
+        out.append(ExcitationClass("double", (0, 1), ie, ae, je, be, par.reshape(b, -1), flips))
     return out
 
 
@@ -265,6 +265,7 @@ def connected_chunk(
             fock = jpart - occ[:, c.spin[0]::2].to(kt.dtype) @ kt.kt
             v = fock.gather(1, c.a * n + c.i)
         else:   # (ai|bj) - (aj|bi), the exchange part zero between opposite spins
+            assert c.b is not None and c.j is not None   # a double's
             table = kt.w_flat if c.spin[0] == c.spin[1] else kt.eri_flat
             v = table.take(((c.a * n + c.i) * n + c.b) * n + c.j)
         vals.append(torch.where(c.parity & 1 == 1, -v, v))

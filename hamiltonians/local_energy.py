@@ -48,6 +48,7 @@ import torch
 
 from hamiltonians.amplitudes import DEFAULT_PSI_CHUNK, AmplitudeSource, AmplitudeTable, evaluate_in_chunks, full_pass
 from hamiltonians.determinants import as_occupation, unique_keys, unpack_keys
+from hamiltonians.protocol import Hamiltonian
 
 __all__ = ["LocalEnergyResult", "local_energy", "evaluate_in_chunks", "draw_by_magnitude",
            "semistochastic_variance", "MODES", "DEFAULT_PSI_CHUNK"]
@@ -104,7 +105,7 @@ class LocalEnergyResult:
 
 
 def local_energy(
-    H,
+    H: Hamiltonian,
     occ: torch.Tensor,
     log_psi_fn: LogPsiFn | None = None,
     *,
@@ -212,7 +213,7 @@ def local_energy(
                              e_sampled, sums.draw_variance())
 
 
-def _batch_log_psi(log_psi_x: torch.Tensor, b: int, H) -> torch.Tensor:
+def _batch_log_psi(log_psi_x: torch.Tensor, b: int, H: Hamiltonian) -> torch.Tensor:
     """``log_psi_x`` ``[b]`` detached on H's device, complex of at least H's precision."""
     log_psi_x = torch.as_tensor(log_psi_x).detach().to(H.device)
     if log_psi_x.shape != (b,):
@@ -257,7 +258,7 @@ class _Outside:
     unique on their packed keys, their amplitudes asked of the source once (each with a parent
     row it is connected to) and their terms added."""
 
-    def __init__(self, H, source: AmplitudeSource | None, mode: str, occ: torch.Tensor, sums: _Sums,
+    def __init__(self, H: Hamiltonian, source: AmplitudeSource | None, mode: str, occ: torch.Tensor, sums: _Sums,
                  flush: int) -> None:
         self.H, self.source, self.mode, self.occ, self.sums, self.flush = H, source, mode, occ, sums, flush
         self.parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]] = []

@@ -117,11 +117,12 @@ class MolecularHamiltonian:
     @property
     def n_excitations(self) -> int:
         """Singles + doubles of any determinant (upper bound on its connected elements)."""
-        return n_excitations(self._kernel)
+        return n_excitations(self.kernel_tensors)
 
     @property
     def kernel_tensors(self) -> KernelTensors:
         """The PyTorch kernel's precomputed tensors (:class:`hamiltonians.excitations.KernelTensors`)."""
+        assert self._kernel is not None   # built by __post_init__
         return self._kernel
 
     @property
@@ -147,7 +148,7 @@ class MolecularHamiltonian:
             eri,
             source=dict(self.source),
             chunk_size=self.chunk_size,
-            _kernel=self._kernel.to(device=device, dtype=dtype),
+            _kernel=self.kernel_tensors.to(device=device, dtype=dtype),
         )
 
     def aufbau_occupation(self) -> torch.Tensor:
@@ -164,7 +165,7 @@ class MolecularHamiltonian:
     # ----------------------------------------------------------------- kernel
     def diagonal(self, occ: torch.Tensor) -> torch.Tensor:
         """``<x|H|x>`` for occupations ``[B, 2N]`` -> ``[B]`` (H's dtype and device)."""
-        return diagonal(self._kernel, occ)
+        return diagonal(self.kernel_tensors, occ)
 
     def samples_per_chunk(self, chunk: int | None = None) -> int:
         """Determinants per kernel chunk so that at most ``chunk`` elements are held."""
@@ -180,7 +181,7 @@ class MolecularHamiltonian:
         occ = as_occupation(occ, self.n_spin_orbitals)
         step = self.samples_per_chunk(chunk)
         for start in range(0, occ.shape[0], step):
-            keys, vals, rows = connected_chunk(self._kernel, occ[start : start + step], eps=eps)
+            keys, vals, rows = connected_chunk(self.kernel_tensors, occ[start : start + step], eps=eps)
             yield start, keys, vals, rows + start
 
     def compiled_kernel_available(self) -> bool:
@@ -229,7 +230,7 @@ class MolecularHamiltonian:
             batch_rows[inverse] = torch.arange(occ.shape[0], device=self.device)
             for start in range(0, expand, step):
                 keys, vals, rows, pos, nonzero = screened_chunk(
-                    self._kernel, occ[start : min(start + step, expand)], batch_sorted, batch_rows,
+                    self.kernel_tensors, occ[start : min(start + step, expand)], batch_sorted, batch_rows,
                     threshold=threshold, eps=eps)
                 yield keys, vals, rows + start, pos, nonzero
             return
@@ -249,7 +250,7 @@ class MolecularHamiltonian:
         if kernel == "compiled" and not self.compiled_kernel_available():
             raise RuntimeError("the compiled kernel needs numba, integrals on the CPU and <= 126 spin orbitals")
         occ = as_occupation(occ, self.n_spin_orbitals).to(self.device)
-        _check_counts(self._kernel, occ)
+        _check_counts(self.kernel_tensors, occ)
         expand = occ.shape[0] if expand is None else int(expand)
         if not 0 <= expand <= occ.shape[0]:
             raise ValueError(f"expand must be in [0, {occ.shape[0]}], got {expand}")
@@ -356,8 +357,8 @@ def _check_integrals(h1: torch.Tensor, eri: torch.Tensor) -> None:
         gap = (a - b).abs()
         worst = float(gap.max())
         if worst > SYMMETRY_TOLERANCE:
-            where = [int(i) for i in torch.nonzero(gap == gap.max())[0]]
-            raise ValueError(f"{name} is not symmetric: {rule} by {worst:.3g} at {where} (real orbitals "
+            worst_at = [int(i) for i in torch.nonzero(gap == gap.max())[0]]
+            raise ValueError(f"{name} is not symmetric: {rule} by {worst:.3g} at {worst_at} (real orbitals "
                              f"need symmetric integrals; tolerance {SYMMETRY_TOLERANCE:g})")
 
 

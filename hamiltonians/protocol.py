@@ -10,9 +10,12 @@ interleaved spin orbitals (``2i`` alpha, ``2i + 1`` beta), occupations uint8 ``[
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
+
+if TYPE_CHECKING:
+    from hamiltonians.excitations import KernelTensors
 
 __all__ = ["Hamiltonian"]
 
@@ -36,8 +39,16 @@ class Hamiltonian(Protocol):
         """``2N``."""
 
     @property
+    def n_electrons(self) -> int:
+        """``n_alpha + n_beta``."""
+
+    @property
     def n_determinants(self) -> int:
         """The determinants of the sector."""
+
+    @property
+    def kernel_tensors(self) -> KernelTensors:
+        """The PyTorch kernel's precomputed tensors (:class:`hamiltonians.excitations.KernelTensors`)."""
 
     @property
     def device(self) -> torch.device: ...
@@ -50,6 +61,12 @@ class Hamiltonian(Protocol):
 
     def aufbau_occupation(self) -> torch.Tensor:
         """The lowest orbitals occupied, uint8 ``[2N]``."""
+
+    def hf_energy(self) -> float:
+        """The diagonal element of :meth:`aufbau_occupation`."""
+
+    def samples_per_chunk(self, chunk: int | None = None) -> int:
+        """Determinants per kernel chunk so that at most ``chunk`` elements are held."""
 
     def diagonal(self, occ: torch.Tensor) -> torch.Tensor:
         """``<x|H|x>`` for occupations ``[B, 2N]`` -> ``[B]``."""

@@ -56,6 +56,7 @@ from hamiltonians.amplitudes import AmplitudeTable
 from hamiltonians.determinants import as_occupation, unique_keys, unpack_keys
 from hamiltonians.excitations import connected_chunk, excitation_classes
 from hamiltonians.local_energy import DEFAULT_PSI_CHUNK, evaluate_in_chunks
+from hamiltonians.protocol import Hamiltonian
 from hamiltonians.rdm_matrices import LOCAL_BOUND, RDM_NAMES, RDMs, spin_square_coefficients, unseen_mass
 
 __all__ = ["RDMs", "rdm_moments", "rdms_from_moments", "functional_from_moments", "spin_square_coefficients",
@@ -90,7 +91,8 @@ def _terms(kt, occ: torch.Tensor, ratio: torch.Tensor) -> dict:
     b, n = occ.shape[0], kt.n_orbitals
     rows_b = torch.arange(b, device=occ.device)
     occ_l = [torch.nonzero(occ[:, s::2])[:, 1].reshape(b, -1) for s in (0, 1)]
-    out = {k: [] for k in ("1a", "1b", "2aa", "2ab", "2bb")}
+    out: dict[str, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = {
+        k: [] for k in ("1a", "1b", "2aa", "2ab", "2bb")}
     blocks2 = ("2aa", "2bb")
 
     def put(block, rows, p, q, value, r=None, s=None):
@@ -195,7 +197,7 @@ def _accumulate(moments: dict, targets: dict, weights: torch.Tensor, n: int, err
         second.index_add_(0, key % size, w * summed * summed)
 
 
-def rdm_moments(H, occ: torch.Tensor, weights: torch.Tensor, log_psi_fn=None, *, mode: str = "exact",
+def rdm_moments(H: Hamiltonian, occ: torch.Tensor, weights: torch.Tensor, log_psi_fn=None, *, mode: str = "exact",
                 log_psi_x: torch.Tensor | None = None, threshold: float = 0.0, lookup: AmplitudeTable | None = None,
                 errors: bool = True, functionals: dict | None = None, rows_per_chunk: int | None = None,
                 psi_chunk: int = DEFAULT_PSI_CHUNK, estimator: str = "balanced",
@@ -311,7 +313,8 @@ def rdms_from_moments(moments: dict, n: int, n_samples: float | None = None) -> 
         if n_samples:
             variance = (second - first * first).clamp_min(0.0)
             errs[name] = torch.sqrt(variance / n_samples).cpu().numpy().reshape(shape)
-    return RDMs(*(mats[k] for k in RDM_NAMES[:5]), stderr=errs)
+    dm1a, dm1b, dm2aa, dm2ab, dm2bb = (mats[k] for k in RDM_NAMES[:5])
+    return RDMs(dm1a, dm1b, dm2aa, dm2ab, dm2bb, stderr=errs)
 
 
 def functional_from_moments(moments: dict, name: str, n_samples: float | None = None) -> tuple[float, float]:
@@ -321,7 +324,7 @@ def functional_from_moments(moments: dict, name: str, n_samples: float | None = 
     return first, math.sqrt(max(second - first * first, 0.0) / n_samples) if n_samples else 0.0
 
 
-def local_rdms(H, occ: torch.Tensor, weights: torch.Tensor, log_psi_fn=None, *, n_samples: float | None = None,
+def local_rdms(H: Hamiltonian, occ: torch.Tensor, weights: torch.Tensor, log_psi_fn=None, *, n_samples: float | None = None,
                **kwargs) -> RDMs:
     """The RDMs of one batch on one process: :func:`rdm_moments` then :func:`rdms_from_moments`."""
     moments = rdm_moments(H, occ, weights, log_psi_fn, errors=n_samples is not None, **kwargs)

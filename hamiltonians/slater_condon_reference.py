@@ -15,6 +15,8 @@ import itertools
 
 import numpy as np
 
+from hamiltonians.protocol import Hamiltonian
+
 __all__ = ["apply_operators", "connected_reference", "diagonal_reference", "matrix_reference"]
 
 
@@ -35,7 +37,7 @@ def apply_operators(bits, ops):
 
 
 class _Integrals:
-    def __init__(self, H):
+    def __init__(self, H: Hamiltonian):
         self.h = H.h1.detach().cpu().double().numpy()
         self.eri = H.eri.detach().cpu().double().numpy()
         self.c = float(H.constant)
@@ -49,7 +51,7 @@ class _Integrals:
         return float(self.h[p // 2, q // 2]) if p % 2 == q % 2 else 0.0
 
 
-def diagonal_reference(H, bits) -> float:
+def diagonal_reference(H: Hamiltonian, bits) -> float:
     """``<x|H|x>`` for one occupation vector (sequence of 0/1)."""
     ints = _Integrals(H) if not isinstance(H, _Integrals) else H
     occ = [p for p, n in enumerate(bits) if n]
@@ -60,7 +62,7 @@ def diagonal_reference(H, bits) -> float:
     return e
 
 
-def connected_reference(H, bits, ints=None) -> dict:
+def connected_reference(H: Hamiltonian, bits, ints=None) -> dict:
     """``{x': <x'|H|x>}`` over x itself and every spin-conserving single and double excitation.
 
     ``x'`` are tuples of 0/1; zero elements are kept (the caller may drop them).
@@ -87,7 +89,7 @@ def connected_reference(H, bits, ints=None) -> dict:
     return out
 
 
-def matrix_reference(H, dets) -> np.ndarray:
+def matrix_reference(H: Hamiltonian, dets) -> np.ndarray:
     """Dense ``H[x, y] = <x|H|y>`` over a list of determinants (small spaces only)."""
     dets = [tuple(int(b) for b in d) for d in dets]
     index = {d: k for k, d in enumerate(dets)}

@@ -30,6 +30,7 @@ import re
 import numpy as np
 
 from hamiltonians.io.durable import durable_write
+from hamiltonians.protocol import Hamiltonian
 
 __all__ = ["FCIDUMPError", "read_fcidump", "write_fcidump"]
 
@@ -227,7 +228,7 @@ def read_fcidump(path, *, dtype=None):
     return H if dtype is None else H.to(dtype=dtype)
 
 
-def write_fcidump(H, path, *, tol: float = 0.0, orbsym=None, isym: int | None = None) -> None:
+def write_fcidump(H: Hamiltonian, path, *, tol: float = 0.0, orbsym=None, isym: int | None = None) -> None:
     """Write ``H`` in the FCIDUMP format (unique 8-fold elements with ``|value| > tol``).
 
     Values are written with 17 significant digits, so reading back gives identical floats.

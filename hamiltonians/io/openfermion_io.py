@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from hamiltonians.molecular import MolecularHamiltonian
+from hamiltonians.protocol import Hamiltonian
 
 __all__ = ["to_interaction_rdm", "from_openfermion", "to_openfermion"]
 
@@ -38,7 +39,7 @@ def _spin_orbital_tensors(h1: np.ndarray, eri: np.ndarray):
     return t1, t2
 
 
-def to_openfermion(H):
+def to_openfermion(H: Hamiltonian):
     """``openfermion.InteractionOperator`` on ``2N`` qubits equal to ``H``."""
     from openfermion import InteractionOperator
 

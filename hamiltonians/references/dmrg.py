@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from hamiltonians.protocol import Hamiltonian
+
 __all__ = ["DMRGResult", "DMRGSolver", "dmrg_available", "dmrg_energy", "dmrg_label"]
 
 logger = logging.getLogger(__name__)
@@ -139,7 +141,7 @@ def _new_driver(scratch: str, symmetry: str, threads: int | None, memory_gib: fl
 
 
 def dmrg_energy(
-    H,
+    H: Hamiltonian,
     *,
     bond_dims=DEFAULT_BOND_DIMS,
     sweeps_per_bond_dim: int = 4,

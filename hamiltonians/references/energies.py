@@ -16,11 +16,13 @@ import json
 import logging
 import os
 import time
+from typing import Any
 
 import numpy as np
 from filelock import FileLock, Timeout
 
 from hamiltonians.io.durable import durable_write
+from hamiltonians.protocol import Hamiltonian
 
 __all__ = ["reference_energies", "store_reference", "default_cache_path", "METHODS", "OPTIONAL_METHODS"]
 
@@ -41,7 +43,7 @@ def default_cache_path() -> str:
     return os.path.join(base, "nnqs", "references.json")
 
 
-def _cache_key(H) -> str:
+def _cache_key(H: Hamiltonian) -> str:
     src = H.source or {}
     if src.get("kind") == "pyscf":
         spec = {k: src.get(k) for k in _SPEC_KEYS}
@@ -105,7 +107,7 @@ def _save(path, data):
     durable_write(path, write)
 
 
-def _scf_object(H):
+def _scf_object(H: Hamiltonian):
     """A converged PySCF (RO)HF object over H's integrals, orthonormal basis = H's orbitals."""
     from pyscf import ao2mo, gto, scf
 
@@ -135,7 +137,7 @@ def _scf_object(H):
     return mf
 
 
-def _compute_dmrg(H, out, notes, details, options):
+def _compute_dmrg(H: Hamiltonian, out, notes, details, options):
     from hamiltonians.references.dmrg import dmrg_available, dmrg_energy
 
     if not dmrg_available():
@@ -155,7 +157,7 @@ EXACT_FCI_MAX_DETERMINANTS = 1_000_000
 NO_PYSCF = "PySCF is not installed (pip install 'nnqs[chem]')"
 
 
-def _compute_without_pyscf(H, methods, fci_max_determinants, out, notes, details):
+def _compute_without_pyscf(H: Hamiltonian, methods, fci_max_determinants, out, notes, details):
     """HF from the Hamiltonian itself; FCI by :mod:`hamiltonians.exact` for small spaces."""
     from hamiltonians.exact import ground_state_energy
 
@@ -170,8 +172,10 @@ def _compute_without_pyscf(H, methods, fci_max_determinants, out, notes, details
     return out, notes, details
 
 
-def _compute(H, methods, fci_max_determinants, dmrg_options):
-    out, notes, details = {}, {}, {}
+def _compute(H: Hamiltonian, methods, fci_max_determinants, dmrg_options):
+    out: dict[str, float] = {}
+    notes: dict[str, str] = {}
+    details: dict[str, Any] = {}
     if "dmrg" in methods:
         _compute_dmrg(H, out, notes, details, dmrg_options)
         methods = [m for m in methods if m != "dmrg"]
@@ -226,7 +230,7 @@ def _compute(H, methods, fci_max_determinants, dmrg_options):
     return out, notes, details
 
 
-def _compute_and_cache(H, todo, fci_max_determinants, key, entry, cache_path, dmrg_options) -> dict:
+def _compute_and_cache(H: Hamiltonian, todo, fci_max_determinants, key, entry, cache_path, dmrg_options) -> dict:
     """Compute ``todo`` into the cache ``entry`` and write it (best effort); return the entry."""
     logger.info("computing reference energies %s for %s", todo, key[:80])
     energies, notes, details = _compute(H, todo, fci_max_determinants, dmrg_options)

@@ -11,12 +11,13 @@ import numpy as np
 import torch
 
 from hamiltonians.io.pyscf_io import to_pyscf_ci
+from hamiltonians.protocol import Hamiltonian
 from hamiltonians.rdm_matrices import RDMs
 
 __all__ = ["reference_rdms"]
 
 
-def reference_rdms(H, occ: torch.Tensor, amplitudes) -> RDMs:
+def reference_rdms(H: Hamiltonian, occ: torch.Tensor, amplitudes) -> RDMs:
     """The slow reference: the RDMs of the normalised state ``sum_x c_x |x>`` over the
     determinants ``occ[D, 2N]`` (amplitudes real or complex ``[D]``, any subset of the space),
     through PySCF's ``fci.direct_spin1.make_rdm12s`` (``trans_rdm12s`` of the real and

@@ -19,13 +19,14 @@ import numpy as np
 import torch
 
 from hamiltonians.determinants import as_occupation, n_words, unpack_keys
+from hamiltonians.protocol import Hamiltonian
 from hamiltonians.sci.key_sums import KeySums
 from hamiltonians.sci.state import SCIState, require_unique
 
 __all__ = ["outside_sums", "extend_by_connection", "pt2_selection"]
 
 
-def outside_sums(H, dets, weights, *, parents=None, powers=(1,), into: KeySums | None = None, insert: bool = True,
+def outside_sums(H: Hamiltonian, dets, weights, *, parents=None, powers=(1,), into: KeySums | None = None, insert: bool = True,
                  n_buckets: int = 1, bucket: int = 0, chunk: int | None = None) -> KeySums:
     """Sums over parents of ``weights[i, k] * <a|H|x_i>**powers[k]`` for every ``a`` outside ``S``.
 
@@ -67,7 +68,7 @@ def outside_sums(H, dets, weights, *, parents=None, powers=(1,), into: KeySums |
     return sums
 
 
-def extend_by_connection(H, dets, coefficients, n_new: int, *, chunk: int | None = None) -> torch.Tensor:
+def extend_by_connection(H: Hamiltonian, dets, coefficients, n_new: int, *, chunk: int | None = None) -> torch.Tensor:
     """The ``n_new`` determinants outside ``S`` with the largest ``|<a|H|psi_S>|``,
     ``psi_S = sum_i c_i |x_i>`` over every ``x_i`` of ``dets`` (unique ``[D, 2N]``), uint8
     ``[<= n_new, 2N]`` in decreasing order (fewer if fewer ``a`` are connected)."""
@@ -78,7 +79,7 @@ def extend_by_connection(H, dets, coefficients, n_new: int, *, chunk: int | None
     return unpack_keys(keys[torch.from_numpy(top)], H.n_spin_orbitals)
 
 
-def pt2_selection(H, state: SCIState, n_new: int, *, parents: int = 1024) -> torch.Tensor:
+def pt2_selection(H: Hamiltonian, state: SCIState, n_new: int, *, parents: int = 1024) -> torch.Tensor:
     """The ``n_new`` determinants outside ``state.dets`` with the largest Epstein–Nesbet
     second-order energies ``|<x'|H|psi>|^2 / (H_{x'x'} - E)``, uint8 ``[<= n_new, 2N]``.
 
@@ -87,8 +88,8 @@ def pt2_selection(H, state: SCIState, n_new: int, *, parents: int = 1024) -> tor
     :func:`outside_sums`.
     """
     top = torch.argsort(state.coefficients.abs(), descending=True)[:parents]
-    unique, numerator = outside_sums(H, state.dets, state.coefficients[top], parents=top).result()
-    numerator = torch.from_numpy(numerator[:, 0].copy())
+    unique, sums = outside_sums(H, state.dets, state.coefficients[top], parents=top).result()
+    numerator = torch.from_numpy(sums[:, 0].copy())
     occ = unpack_keys(unique, H.n_spin_orbitals)
     gap = (H.diagonal(occ).to(torch.float64).cpu() - state.energy).clamp(min=1e-6)
     pt2 = numerator.square() / gap

@@ -30,6 +30,7 @@ import scipy.sparse.linalg
 import torch
 
 from hamiltonians.exact import _DENSE_BELOW, hamiltonian_matrix
+from hamiltonians.protocol import Hamiltonian
 from hamiltonians.sci.spin import spin_square_matrix
 from hamiltonians.sci.state import SCIState, require_unique, unique_determinants
 
@@ -38,7 +39,7 @@ __all__ = ["diagonalise", "truncate", "apply_in_space", "projected_energy"]
 logger = logging.getLogger(__name__)
 
 
-def diagonalise(H, dets, nroots: int = 1, *, v0=None, tol: float = 1e-10, spin_shift: float = 0.0,
+def diagonalise(H: Hamiltonian, dets, nroots: int = 1, *, v0=None, tol: float = 1e-10, spin_shift: float = 0.0,
                 spin_target: float | None = None, reference=None, with_spin: bool = False) -> SCIState:
     """The ``nroots`` lowest eigenstates of ``H`` on the unique rows of ``dets`` ``[D, 2N]``
     (see the module's rules).
@@ -140,7 +141,7 @@ def _penalty(s2, sz: float, shift: float, target: float | None):
     return shift * (shifted if ss < lowest + 0.1 else shifted @ shifted)
 
 
-def apply_in_space(H, dets, coefficients, *, chunk: int | None = None) -> np.ndarray:
+def apply_in_space(H: Hamiltonian, dets, coefficients, *, chunk: int | None = None) -> np.ndarray:
     """``(H_S c)_i = sum_{j in S} <x_i|H|x_j> c_j`` float64 ``[D]`` for unique ``dets [D, 2N]``
     and ``coefficients [D]``, from the kernel's in-space connections (no matrix is stored)."""
     dets = require_unique(H, dets)
@@ -151,7 +152,7 @@ def apply_in_space(H, dets, coefficients, *, chunk: int | None = None) -> np.nda
     return out
 
 
-def projected_energy(H, dets, coefficients, *, chunk: int | None = None) -> float:
+def projected_energy(H: Hamiltonian, dets, coefficients, *, chunk: int | None = None) -> float:
     """The Rayleigh quotient ``<c|H|c> / <c|c>`` of ``coefficients [D]`` on unique ``dets [D, 2N]``."""
     c = torch.as_tensor(coefficients, dtype=torch.float64).cpu().numpy()
     norm = float(c @ c)
@@ -160,7 +161,7 @@ def projected_energy(H, dets, coefficients, *, chunk: int | None = None) -> floa
     return float(c @ apply_in_space(H, dets, c, chunk=chunk)) / norm
 
 
-def truncate(H, state: SCIState, size: int) -> SCIState:
+def truncate(H: Hamiltonian, state: SCIState, size: int) -> SCIState:
     """The ground state on the ``size`` largest-``|c|`` determinants of ``state`` (kept in their
     order; Lanczos warm-started from ``state``'s vector); ``state`` itself if it is no larger."""
     if state.size <= size:

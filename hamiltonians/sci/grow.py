@@ -26,10 +26,12 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 
+from hamiltonians.protocol import Hamiltonian
 from hamiltonians.sci.connections import extend_by_connection, pt2_selection
 from hamiltonians.sci.diagonalise import diagonalise
 from hamiltonians.sci.spaces import reference_first, singles_doubles
@@ -42,7 +44,7 @@ log = logging.getLogger(__name__)
 SELECTIONS = ("pt2", "connection")
 
 
-def with_symmetry_partners(H, dets) -> torch.Tensor:
+def with_symmetry_partners(H: Hamiltonian, dets) -> torch.Tensor:
     """``dets`` joined by the singles and doubles of its lowest-diagonal determinant (unique, the
     input's rows first): ``H`` conserves symmetry, so roots of another irrep are reached by no
     connection from a ground-state space."""
@@ -51,7 +53,7 @@ def with_symmetry_partners(H, dets) -> torch.Tensor:
     return unique_determinants(H, torch.cat([dets, singles_doubles(H, leading)]))[0]
 
 
-def grow(H, state: SCIState, *, select: str = "connection", nroots: int | None = None, max_size: int | None = None,
+def grow(H: Hamiltonian, state: SCIState, *, select: str = "connection", nroots: int | None = None, max_size: int | None = None,
          growth: float | None = None, n_new: int | None = None, max_cycle: int | None = None,
          conv_tol: float | None = None, parents: int = 1024, reference=None, warm_start: bool = True,
          tol: float = 1e-10, spin_shift: float = 0.0, spin_target: float | None = None, with_spin: bool = False,
@@ -83,7 +85,7 @@ def grow(H, state: SCIState, *, select: str = "connection", nroots: int | None =
     nroots = state.nroots if nroots is None else int(nroots)
     if select == "pt2" and nroots > 1:
         raise ValueError("select='pt2' grows the ground state only (nroots = 1)")
-    options = {"tol": tol, "spin_shift": spin_shift, "spin_target": spin_target, "with_spin": with_spin}
+    options: dict[str, Any] = {"tol": tol, "spin_shift": spin_shift, "spin_target": spin_target, "with_spin": with_spin}
     history = [{"size": state.size, "energies": state.energies.tolist(), "change": None}]
     rounds = 0
     while max_cycle is None or rounds < max_cycle:
@@ -93,6 +95,7 @@ def grow(H, state: SCIState, *, select: str = "connection", nroots: int | None =
         if growth is not None:
             count = int(min(int((growth - 1) * state.size) + 1, room))
         else:
+            assert n_new is not None   # exactly one of growth and n_new (checked above)
             count = int(n_new if max_size is None else max(1, min(n_new, room // state.nroots)))
         if select == "pt2":
             new = [pt2_selection(H, state, count, parents=parents)]

@@ -19,6 +19,7 @@ import torch
 
 from hamiltonians.compiled_kernel import _EMPTY, MAX_WORDS, _hash, _njit
 from hamiltonians.determinants import BITS_PER_WORD
+from hamiltonians.protocol import Hamiltonian
 
 __all__ = ["KeySums", "diagonal_of_keys"]
 
@@ -91,11 +92,14 @@ class KeySums:
         old_keys, old_vals, n = getattr(self, "_keys", None), getattr(self, "_vals", None), self.n_used
         self._keys = np.zeros((capacity, MAX_WORDS), np.int64)
         self._vals = np.zeros((capacity, self.n_values), np.float64)
+        old_bytes = 0
         if old_keys is not None:
+            assert old_vals is not None   # allocated with _keys
             self._keys[:n], self._vals[:n] = old_keys[:n], old_vals[:n]
+            old_bytes = old_keys.nbytes + old_vals.nbytes
         self._slots = np.full(1 << int(np.ceil(np.log2(2 * capacity))), _EMPTY, np.int64)
         _rehash(self._slots, self._keys, n)
-        self.peak_bytes = max(self.peak_bytes, self.nbytes + (0 if old_keys is None else old_keys.nbytes + old_vals.nbytes))
+        self.peak_bytes = max(self.peak_bytes, self.nbytes + old_bytes)
 
     @property
     def nbytes(self) -> int:
@@ -145,7 +149,7 @@ def _diagonal(keys, n_so, h_diag, coulomb, exchange, constant, out):
         out[m] = e
 
 
-def diagonal_of_keys(H, keys: torch.Tensor | np.ndarray) -> np.ndarray:
+def diagonal_of_keys(H: Hamiltonian, keys: torch.Tensor | np.ndarray) -> np.ndarray:
     """``<a|H|a>`` float64 ``[U]`` of packed keys ``keys[U, W]`` (equal to :meth:`MolecularHamiltonian.diagonal`
     of the unpacked determinants): ``c + sum_p h_pp + sum_{p<q} [(pp|qq) - delta_{s_p s_q} (pq|qp)]``
     over the occupied spin orbitals."""

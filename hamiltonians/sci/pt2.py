@@ -34,9 +34,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from hamiltonians.sci.key_sums import diagonal_of_keys
+from hamiltonians.protocol import Hamiltonian
 from hamiltonians.sci.connections import outside_sums
 from hamiltonians.sci.diagonalise import apply_in_space, projected_energy
+from hamiltonians.sci.key_sums import diagonal_of_keys
 from hamiltonians.sci.state import require_unique
 
 __all__ = ["PT2Result", "SemistochasticPT2", "en_pt2", "semistochastic_pt2", "extrapolate_pt2", "FORMS"]
@@ -88,7 +89,7 @@ class SemistochasticPT2:
     peak_bytes: int = 0
 
 
-def _state(H, dets, coefficients, energy):
+def _state(H: Hamiltonian, dets, coefficients, energy):
     dets = require_unique(H, dets)
     c = torch.as_tensor(coefficients, dtype=torch.float64).cpu().numpy().copy()
     if c.shape != (dets.shape[0],):
@@ -101,7 +102,7 @@ def _state(H, dets, coefficients, energy):
     return dets, c, energy
 
 
-def _n_buckets(H, dets, n_parents: int, n_values: int, max_bytes: int) -> int:
+def _n_buckets(H: Hamiltonian, dets, n_parents: int, n_values: int, max_bytes: int) -> int:
     """Hash buckets so that one pass's distinct ``a`` fit ``max_bytes``, from the connections of
     the first 256 parents (an upper bound on the distinct ``a``: every connection distinct)."""
     sample = dets[: min(256, dets.shape[0])]
@@ -110,7 +111,7 @@ def _n_buckets(H, dets, n_parents: int, n_values: int, max_bytes: int) -> int:
     return max(1, math.ceil(estimate / max_bytes))
 
 
-def _deterministic_outside(H, dets, c, energy, parents, max_bytes, n_buckets, chunk):
+def _deterministic_outside(H: Hamiltonian, dets, c, energy, parents, max_bytes, n_buckets, chunk):
     """``(sum N_a^2/(E - D_a), sum t_a^2, n_outside, n_buckets, peak bytes)`` over the ``a``
     outside ``dets`` with ``N_a`` summed over ``parents`` (rows of ``dets``; None: all)."""
     n_parents = dets.shape[0] if parents is None else len(parents)
@@ -132,7 +133,7 @@ def _deterministic_outside(H, dets, c, energy, parents, max_bytes, n_buckets, ch
     return e2, norm, n_out, n_buckets, peak
 
 
-def en_pt2(H, dets, coefficients, energy: float | None = None, *, form: str = "eigenvector",
+def en_pt2(H: Hamiltonian, dets, coefficients, energy: float | None = None, *, form: str = "eigenvector",
            chunk: int | None = None, max_bytes: int = DEFAULT_MAX_BYTES, n_buckets: int | None = None) -> PT2Result:
     """Deterministic Epstein–Nesbet PT2 of ``c`` (``coefficients [D]``) on unique ``dets [D, 2N]``.
 
@@ -157,7 +158,7 @@ def en_pt2(H, dets, coefficients, energy: float | None = None, *, form: str = "e
     return PT2Result(e2, energy, energy + e2, e2 / (1.0 + norm), norm, n_out, form, n_buckets, peak)
 
 
-def _stochastic_batch(H, dets, c, energy, p, is_det, n_draws, rng, chunk):
+def _stochastic_batch(H: Hamiltonian, dets, c, energy, p, is_det, n_draws, rng, chunk):
     """One batch: ``(correction to E2, correction to sum t^2, peak bytes)`` from ``n_draws``
     multinomial draws of parents with probabilities ``p``."""
     w = rng.multinomial(n_draws, p).astype(np.float64)
@@ -181,7 +182,7 @@ def _stochastic_batch(H, dets, c, energy, p, is_det, n_draws, rng, chunk):
     return float(np.sum(q / gap)), float(np.sum(q / gap**2)), sums.peak_bytes
 
 
-def semistochastic_pt2(H, dets, coefficients, energy: float | None = None, *, n_deterministic: int,
+def semistochastic_pt2(H: Hamiltonian, dets, coefficients, energy: float | None = None, *, n_deterministic: int,
                        n_draws: int, n_batches: int, seed: int = 0, chunk: int | None = None,
                        max_bytes: int = DEFAULT_MAX_BYTES) -> SemistochasticPT2:
     """Semistochastic EN-PT2 (eigenvector form) of ``c`` on unique ``dets [D, 2N]``.

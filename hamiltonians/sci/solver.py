@@ -21,6 +21,7 @@ import time
 
 import torch
 
+from hamiltonians.protocol import Hamiltonian
 from hamiltonians.sci.diagonalise import diagonalise, truncate
 from hamiltonians.sci.grow import SELECTIONS, grow, with_symmetry_partners
 from hamiltonians.sci.spaces import cas_determinants, casci, ci_state, cisd, cisd_cas, singles_doubles
@@ -96,7 +97,11 @@ class SelectedCI:
                 raise TypeError(f"SelectedCI has no setting {key!r}")
             setattr(self, key, value)
         self.state: SCIState | None = None
-        self.e_var = self.e_pt2 = self.e_pt2_stderr = self.e_extrapolated = self.e_extrapolated_stderr = None
+        self.e_var: float | None = None
+        self.e_pt2: float | None = None
+        self.e_pt2_stderr: float | None = None
+        self.e_extrapolated: float | None = None
+        self.e_extrapolated_stderr: float | None = None
         self.e_states: list[float] = []
         self.pt2_fields: dict | None = None
         self.extrapolation_fields: dict = {}
@@ -132,7 +137,7 @@ class SelectedCI:
         self.spin_shift, self.spin_target = float(shift), ss
         return self
 
-    def initial_state(self, H, dets=None) -> SCIState:
+    def initial_state(self, H: Hamiltonian, dets=None) -> SCIState:
         """The first space's ground state (or ``nroots`` roots): ``dets`` if given, else ``start``."""
         if dets is None and self.nroots == 1 and not self.spin_shift and not self.with_spin:
             hf = H.aufbau_occupation().to(torch.uint8).cpu()
@@ -140,6 +145,7 @@ class SelectedCI:
                 return ci_state(H, hf[None], hf)
             if self.start == "cisd":
                 return cisd(H, hf)
+            assert self.cas is not None, "start = casci / cisd_cas needs cas (see check)"
             return (casci if self.start == "casci" else cisd_cas)(H, *self.cas)
         if dets is None:
             dets = _start_dets(self, H)
@@ -149,7 +155,7 @@ class SelectedCI:
         return diagonalise(H, dets, min(self.nroots, dets.shape[0]), spin_shift=self.spin_shift,
                            spin_target=self.spin_target, with_spin=self.with_spin)
 
-    def kernel(self, H, dets=None) -> tuple[float, SCIState]:
+    def kernel(self, H: Hamiltonian, dets=None) -> tuple[float, SCIState]:
         """Run the method on ``H`` (a :class:`hamiltonians.MolecularHamiltonian`); returns
         ``(e_var, state)`` and sets the result attributes. ``dets``: the first space (uint8
         ``[D, 2N]``) instead of ``start``'s."""
@@ -181,12 +187,12 @@ class SelectedCI:
                 return float(value)
         return None
 
-    def pt2(self, H, state: SCIState) -> dict | None:
+    def pt2(self, H: Hamiltonian, state: SCIState) -> dict | None:
         """EN-PT2 on ``state``'s ground-state vector, as ``pt2_mode`` says; the fields a run's
         ``result.json`` records: ``energy_pt2`` (``E_var + E2``), ``energy_pt2_stderr`` (0 when
         deterministic), ``e2``, ``rpt2_energy`` (``E_var`` + renormalised ``E2``), ``pt2_form``,
         ``pt2_peak_bytes``, ``pt2_seconds``; ``None`` with ``pt2 = "none"``."""
-        from hamiltonians.sci.pt2 import en_pt2, semistochastic_pt2   # compiled (Numba): imported where used
+        from hamiltonians.sci.pt2 import en_pt2, semistochastic_pt2  # compiled (Numba): imported where used
 
         mode = self.pt2_mode
         if mode == "none":
@@ -206,7 +212,7 @@ class SelectedCI:
                 "rpt2_energy": state.energy + rpt2, "pt2_form": f"{mode} Epstein-Nesbet, eigenvector of the pool",
                 "pt2_peak_bytes": int(peak), "pt2_seconds": time.perf_counter() - began}
 
-    def extrapolate(self, H, state: SCIState, pt2: dict) -> dict:
+    def extrapolate(self, H: Hamiltonian, state: SCIState, pt2: dict) -> dict:
         """``E_var`` extrapolated to ``PT2 -> 0`` over ``state`` (whose PT2 is ``pt2``) and its
         truncations to the ``extrapolation`` fractions of its largest ``|c|`` (each
         re-diagonalised, with its own PT2): ``energy_extrapolated``, ``energy_extrapolated_stderr``,
@@ -242,12 +248,13 @@ class SelectedCI:
         return f"SelectedCI({energy}, select={self.select!r}, max_size={self.max_size})"
 
 
-def _start_dets(solver: SelectedCI, H) -> torch.Tensor:
+def _start_dets(solver: SelectedCI, H: Hamiltonian) -> torch.Tensor:
     """The determinants of ``solver.start``'s space (for several roots or a spin penalty)."""
     hf = H.aufbau_occupation().to(torch.uint8).cpu()
     if solver.start == "hf":
         return hf[None]
     if solver.start == "cisd":
         return singles_doubles(H, hf)
+    assert solver.cas is not None, "start = casci / cisd_cas needs cas (see SelectedCI.check)"
     dets, ref = cas_determinants(H, *solver.cas)
     return dets if solver.start == "casci" else torch.cat((singles_doubles(H, ref), dets))

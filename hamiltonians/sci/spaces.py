@@ -27,6 +27,7 @@ from __future__ import annotations
 import torch
 
 from hamiltonians.determinants import aufbau_occupation, enumerate_determinants, occupations_in_order
+from hamiltonians.protocol import Hamiltonian
 from hamiltonians.sci.diagonalise import diagonalise
 from hamiltonians.sci.state import SCIState
 
@@ -41,7 +42,7 @@ def reference_first(dets: torch.Tensor, reference: torch.Tensor) -> torch.Tensor
     return torch.cat((dets[is_ref], dets[~is_ref]))
 
 
-def ci_state(H, dets: torch.Tensor, reference: torch.Tensor, *, v0=None) -> SCIState:
+def ci_state(H: Hamiltonian, dets: torch.Tensor, reference: torch.Tensor, *, v0=None) -> SCIState:
     """The lowest eigenstate of ``H`` projected onto the span of ``dets`` ``[D, 2N]``
     (duplicates dropped; ``reference`` ``[2N]`` must be one of them), in the order of
     :func:`reference_first`; ``v0`` (aligned with that order) warm-starts Lanczos."""
@@ -49,14 +50,14 @@ def ci_state(H, dets: torch.Tensor, reference: torch.Tensor, *, v0=None) -> SCIS
     return diagonalise(H, dets, v0=v0, tol=1e-12, reference=reference)
 
 
-def singles_doubles(H, reference: torch.Tensor) -> torch.Tensor:
+def singles_doubles(H: Hamiltonian, reference: torch.Tensor) -> torch.Tensor:
     """``reference`` ``[2N]`` and every spin-conserving single and double excitation of it,
     uint8 ``[D, 2N]`` (from :meth:`MolecularHamiltonian.connected`, zero elements included)."""
     excited, _, _ = H.connected(reference[None], eps=-1.0)
     return torch.cat((reference[None], excited.to(torch.uint8).cpu()))
 
 
-def cisd(H, reference: torch.Tensor | None = None) -> SCIState:
+def cisd(H: Hamiltonian, reference: torch.Tensor | None = None) -> SCIState:
     """The CISD ground state of ``H`` (closed or open shell).
 
     Args:
@@ -85,7 +86,7 @@ def cas_window(n_orbitals: int, n_alpha: int, n_beta: int, n_electrons: int, n_a
     return core, active_a, active_b
 
 
-def cas_determinants(H, n_electrons: int, n_orbitals: int, order: list[int] | None = None):
+def cas_determinants(H: Hamiltonian, n_electrons: int, n_orbitals: int, order: list[int] | None = None):
     """``(dets [D, 2N], hf [2N])``: every determinant of CAS(``n_electrons``, ``n_orbitals``) and
     the HF determinant, over positions (``order[i]`` the original orbital at position ``i``;
     default: the original order). The active orbitals are original orbitals
@@ -107,14 +108,14 @@ def cas_determinants(H, n_electrons: int, n_orbitals: int, order: list[int] | No
     return occupations_in_order(dets, order), occupations_in_order(hf, order)[0]
 
 
-def casci(H, n_electrons: int, n_orbitals: int, order: list[int] | None = None) -> SCIState:
+def casci(H: Hamiltonian, n_electrons: int, n_orbitals: int, order: list[int] | None = None) -> SCIState:
     """The CASCI(``n_electrons``, ``n_orbitals``) ground state of ``H`` (see
     :func:`cas_determinants`); the reference is the HF determinant in position order."""
     dets, hf = cas_determinants(H, n_electrons, n_orbitals, order)
     return ci_state(H, dets, hf)
 
 
-def cisd_cas(H, n_electrons: int, n_orbitals: int, order: list[int] | None = None) -> SCIState:
+def cisd_cas(H: Hamiltonian, n_electrons: int, n_orbitals: int, order: list[int] | None = None) -> SCIState:
     """The ground state of ``H`` in the union of the CISD space (of the HF determinant) and the
     CAS(``n_electrons``, ``n_orbitals``) space (see :func:`cas_determinants`)."""
     dets, hf = cas_determinants(H, n_electrons, n_orbitals, order)

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from hamiltonians.determinants import as_occupation, pack_occupations, unique_keys
+from hamiltonians.protocol import Hamiltonian
 
 __all__ = ["SCIState", "unique_determinants", "require_unique", "merge"]
 
@@ -79,7 +80,7 @@ class SCIState:
         return cls.from_vector(float(saved["energy"]), saved["dets"], saved["coefficients"])
 
 
-def unique_determinants(H, dets) -> tuple[torch.Tensor, torch.Tensor]:
+def unique_determinants(H: Hamiltonian, dets) -> tuple[torch.Tensor, torch.Tensor]:
     """``(unique uint8 [D, 2N], first [D])``: the distinct rows of ``dets`` in order of first
     occurrence, and the row of ``dets`` each came from."""
     dets = as_occupation(dets, H.n_spin_orbitals).cpu()
@@ -90,7 +91,7 @@ def unique_determinants(H, dets) -> tuple[torch.Tensor, torch.Tensor]:
     return dets[first], first
 
 
-def require_unique(H, dets) -> torch.Tensor:
+def require_unique(H: Hamiltonian, dets) -> torch.Tensor:
     """``dets`` as uint8 ``[D, 2N]`` on the CPU; ``ValueError`` if rows repeat."""
     dets = as_occupation(dets, H.n_spin_orbitals).cpu()
     if unique_keys(pack_occupations(dets))[0].shape[0] != dets.shape[0]:
@@ -98,7 +99,7 @@ def require_unique(H, dets) -> torch.Tensor:
     return dets
 
 
-def merge(H, dets: torch.Tensor, new: torch.Tensor) -> tuple[torch.Tensor, int]:
+def merge(H: Hamiltonian, dets: torch.Tensor, new: torch.Tensor) -> tuple[torch.Tensor, int]:
     """``dets`` (unique uint8 ``[D, 2N]``, kept first and in order) with the rows of ``new`` it
     lacks appended; returns ``(merged, how many were new)``."""
     merged, _ = unique_determinants(H, torch.cat((dets.to(torch.uint8), new.to(torch.uint8))))

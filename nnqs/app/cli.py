@@ -20,6 +20,7 @@ import os
 import shutil
 import signal
 import sys
+from typing import NoReturn
 
 from hamiltonians.io.fcidump import FCIDUMPError
 from nnqs.errors import InputError
@@ -34,7 +35,7 @@ USER_ERRORS = (InputError, FCIDUMPError)
 class _Parser(argparse.ArgumentParser):
     """argparse that reports bad arguments in one line with exit code 2."""
 
-    def error(self, message: str) -> None:  # pragma: no cover - argparse plumbing
+    def error(self, message: str) -> NoReturn:  # pragma: no cover - argparse plumbing
         self.exit(EXIT_BAD_INPUT, f"nnqs: error: {message}\n")
 
 
@@ -145,8 +146,8 @@ def _reference(args: argparse.Namespace) -> int:
 
     import torch
 
-    from nnqs.app.references import KEYS
     from nnqs.app.reference_run import reference_run
+    from nnqs.app.references import KEYS
     from nnqs.app.runconfig import ConfigError, config_from_dict, load_config
     from nnqs.app.system import build_system, complete_references
 
@@ -184,9 +185,8 @@ def _reference(args: argparse.Namespace) -> int:
 
 
 def _check_consistency(args: argparse.Namespace) -> int:
-    from nnqs.wavefunction.consistency import check_consistency
-
     from nnqs.app.runconfig import ConfigError, check_device
+    from nnqs.wavefunction.consistency import check_consistency
 
     try:
         check_device(args.device)

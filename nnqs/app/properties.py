@@ -16,6 +16,7 @@ import json
 import logging
 import math
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -90,7 +91,8 @@ def _dipole_operator(trained: TrainedRun):
 
     constant, r, h1, mo_coeff = dipole_operator(molecule.geometry, molecule.basis, charge=molecule.charge, spin=molecule.spin,
                                       frozen_core=molecule.frozen_core,
-                                      active_space=tuple(molecule.active_space) or None)
+                                      # MoleculeConfig checks that a given active_space has two entries
+                                      active_space=cast("tuple[int, int] | None", tuple(molecule.active_space) or None))
     saved = original_hamiltonian(trained.system).h1.double().cpu().numpy()
     if saved.shape != h1.shape or np.abs(saved - h1).max() > 1e-6:
         log.warning("the rebuilt orbitals differ from those the run trained on (an orbital's sign or a degenerate "

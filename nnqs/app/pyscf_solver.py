@@ -37,9 +37,9 @@ sum_{st} <p_s^+ r_t^+ s_t q_s>`` (see :mod:`hamiltonians.rdm`); energies include
 from __future__ import annotations
 
 import math
-from pathlib import Path
-
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -48,10 +48,14 @@ from pyscf.lib import logger
 
 from hamiltonians import MolecularHamiltonian
 from hamiltonians.determinants import n_determinants
+from hamiltonians.protocol import Hamiltonian
 from nnqs.app.pyscf_states import NEWTON_MESSAGE, NNQSState, large_ci_of, refusal, sparse_rdms, spin_square_of_state
 from nnqs.app.runconfig import RunConfig, config_from_dict, load_config
 from nnqs.errors import InputError
 from nnqs.training.settings import EXACT_MAX_DETERMINANTS
+
+if TYPE_CHECKING:
+    from nnqs.app.system import System
 
 __all__ = ["NNQSSolver", "NNQSState", "casci", "casscf", "EXACT_MAX_DETERMINANTS"]
 
@@ -115,12 +119,15 @@ class NNQSSolver(lib.StreamObject):
         self.workdir = Path(workdir) if workdir is not None else None
         self.wavefunction, self.nroots = wavefunction, int(nroots)
         self.conv_tol, self.max_cycle, self.grow, self.max_space = conv_tol, max_cycle, grow, max_space
-        self.ss_penalty, self.ss_value, self.dense_max = 0.0, None, dense_max
+        self.ss_penalty, self.dense_max = 0.0, dense_max
+        self.ss_value: float | None = None
         self.warm_steps = warm_steps if warm_steps is not None else max(optim.filled().steps // 4, 1)
         self.approx_steps = approx_steps
         self.rdm_samples, self.rdm_mode, self.progress = rdm_samples, rdm_mode, progress
         self.converged = False
-        self.e_states, self.spin_squares, self.history = [], [], []
+        self.e_states: list[float] = []
+        self.spin_squares: list[float] = []
+        self.history: list[dict] = []
         self.calls = 0
         self.last: NNQSState | None = None
         self.space: torch.Tensor | None = None
@@ -164,6 +171,7 @@ class NNQSSolver(lib.StreamObject):
         if self.wavefunction == "network":
             return self._network_state(call, log)
         dets = call.space_dets
+        assert dets is not None   # one process: the run has a final space
         if self.space is not None and self.space.shape[1] == dets.shape[1]:
             dets = torch.cat([dets, self.space])   # the last call's space joins (CASSCF macro-iterations)
         return self._solve(H, dets, nroots, self.max_cycle, call, log)
@@ -198,7 +206,8 @@ class NNQSSolver(lib.StreamObject):
                  "warm start" if warm else "from the start")
         energies = _Energies(self.progress, config.optim.steps)
         solver = NNQS(config)
-        found = solver.kernel(H, callbacks=[energies], initial_model=self.last.weights if warm else None,
+        found = solver.kernel(H, callbacks=[energies],
+                              initial_model=self.last.weights if warm and self.last is not None else None,
                               initial_pool=self.space if warm and self.space is not None else None)
         energies.close()
         weights = {k: v.detach().cpu().clone() for k, v in found.model.state_dict().items()}
@@ -214,20 +223,23 @@ class NNQSSolver(lib.StreamObject):
         from nnqs.app.io import write_json
         from nnqs.app.trained import SUBSPACE_FILE, save_subspace
 
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        write_json(self.workdir / "result.json", found.fields)
+        workdir = self.workdir
+        assert workdir is not None   # _train writes only with one
+        workdir.mkdir(parents=True, exist_ok=True)
+        write_json(workdir / "result.json", found.fields)
         if found.space is not None:
-            save_subspace(self.workdir / SUBSPACE_FILE, found.space, system.order)
+            save_subspace(workdir / SUBSPACE_FILE, found.space, system.order)
 
-    def _solve(self, H, dets, nroots: int, max_cycle: int, call, log):
+    def _solve(self, H: Hamiltonian, dets, nroots: int, max_cycle: int, call, log):
         from hamiltonians.io.pyscf_io import to_pyscf_ci
         from hamiltonians.sci.solver import SelectedCI
 
         sci = SelectedCI(select="connection", nroots=nroots, n_new=self.grow, growth=None, max_cycle=max_cycle,
                          conv_tol=self.conv_tol, max_size=self.max_space, pt2="none", with_spin=True)
         sci.fix_spin_(self.ss_penalty or 0.0, self.ss_value)
-        sci.kernel(H, dets)
-        roots, converged, history = sci.state, sci.converged, sci.history
+        _, roots = sci.kernel(H, dets)
+        converged, history = sci.converged, sci.history
+        assert roots.spin_squares is not None   # with_spin
         self.space, self.history, self.converged = roots.dets, history, converged
         self.e_states, self.spin_squares = roots.energies.tolist(), roots.spin_squares.tolist()
         dense = n_determinants(H.n_orbitals, H.n_alpha, H.n_beta) <= self.dense_max
@@ -288,6 +300,7 @@ class NNQSSolver(lib.StreamObject):
         from nnqs.training.observables import estimate_observables
 
         model, system = state.model, state.system
+        assert model is not None and system is not None   # a network state carries both
         model.load_state_dict(state.weights)
         H = system.hamiltonian
         samples, mode = self.rdm_samples, self.rdm_mode
@@ -386,7 +399,7 @@ class _Energies:
     """A callback: each VMC step's energy and error (the network wavefunction's convergence
     test), and a progress bar when asked."""
 
-    def __init__(self, progress: bool, total: int) -> None:
+    def __init__(self, progress: bool, total: int | None) -> None:
         self.energies: list[float] = []
         self.stderrs: list[float] = []
         self.bar = None
@@ -413,8 +426,8 @@ class _Call:
 
     result: dict
     weights: dict
-    system: object
-    model: object
+    system: System | None
+    model: torch.nn.Module
     space_dets: torch.Tensor | None
     energies: _Energies
 

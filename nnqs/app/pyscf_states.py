@@ -24,11 +24,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
+from hamiltonians.protocol import Hamiltonian
 from hamiltonians.rdm_matrices import RDMs
+
+if TYPE_CHECKING:
+    from nnqs.app.system import System
 
 __all__ = ["NNQSState", "NEWTON_MESSAGE", "sparse_rdms", "large_ci_of", "spin_square_of_state"]
 
@@ -51,8 +56,8 @@ class NNQSState:
     result: dict
     dets: torch.Tensor | None = None
     coefficients: np.ndarray | None = None
-    system: object = field(default=None, repr=False)
-    model: object = field(default=None, repr=False)
+    system: System | None = field(default=None, repr=False)
+    model: torch.nn.Module | None = field(default=None, repr=False)
     observables: object = field(default=None, repr=False)
     rdms: RDMs | None = field(default=None, repr=False)
 
@@ -72,7 +77,7 @@ class NNQSState:
         raise NotImplementedError(NEWTON_MESSAGE)
 
 
-def sparse_rdms(H, dets: torch.Tensor, coefficients) -> RDMs:
+def sparse_rdms(H: Hamiltonian, dets: torch.Tensor, coefficients) -> RDMs:
     """The exact 1- and 2-RDMs of ``sum_x c_x |x>`` over the unique ``dets`` ``[D, 2N]`` (real
     ``c``), in ``H``'s orbital order: the local estimators over the closed set."""
     from hamiltonians.rdm import local_rdms

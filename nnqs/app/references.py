@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 
+from hamiltonians.protocol import Hamiltonian
 from hamiltonians.references.energies import reference_energies
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,8 @@ def plan(n_determinants: int, *, dmrg: bool = True,
     beyond_fci = n_determinants > fci_max_determinants
     quick_fci = n_determinants <= QUICK_FCI_DETERMINANTS or beyond_fci  # beyond: only its note
     quick = ("hf", "ccsd", "ccsd_t") + (("fci",) if quick_fci else ())
+    slow: tuple[str, ...]
+    cached: tuple[str, ...]
     if beyond_fci:
         slow, cached = (("dmrg",) if dmrg else ()), ("dmrg",)
     else:
@@ -50,7 +53,7 @@ def plan(n_determinants: int, *, dmrg: bool = True,
     return quick, slow, cached
 
 
-def quick_references(H, *, dmrg: bool = True, fci_max_determinants: int = FCI_MAX_DETERMINANTS) -> dict:
+def quick_references(H: Hamiltonian, *, dmrg: bool = True, fci_max_determinants: int = FCI_MAX_DETERMINANTS) -> dict:
     """The references that run before the first step, and the slow ones already cached."""
     quick, slow, cached = plan(H.n_determinants, dmrg=dmrg, fci_max_determinants=fci_max_determinants)
     refs = reference_energies(H, quick, fci_max_determinants=fci_max_determinants, cached=cached)
@@ -63,7 +66,7 @@ def quick_references(H, *, dmrg: bool = True, fci_max_determinants: int = FCI_MA
     return refs
 
 
-def all_references(H, *, dmrg: bool = True, fci_max_determinants: int = FCI_MAX_DETERMINANTS,
+def all_references(H: Hamiltonian, *, dmrg: bool = True, fci_max_determinants: int = FCI_MAX_DETERMINANTS,
                    compute_slow: bool = True) -> dict:
     """The quick references and the slow ones: computed now with ``compute_slow`` (cached as
     each finishes), else only those the cache has."""

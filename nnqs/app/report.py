@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -81,8 +82,8 @@ class MetricsLog:
 
 def plot_convergence(path: str | Path, steps: list[int], energies: list[float], references: dict, title: str,
                      *, stderrs: list[float] | None = None, coarse_steps: int = 0,
-                     final: tuple[int, float, str] | None = None, dmrg: dict | None = None, loop: list[float] = (),
-                     points: list[tuple[float, str, str]] = ()) -> dict:
+                     final: tuple[int, float, str] | None = None, dmrg: dict | None = None, loop: Sequence[float] = (),
+                     points: Sequence[tuple[float, str, str]] = ()) -> dict:
     """Energy per step (with its one-standard-error band) and the HF/CCSD(T)/FCI/DMRG lines, and
     below it the **signed** error ``E - E_ref`` (FCI, else DMRG) in mHa on a symlog axis (linear
     within 1e-3 mHa of zero, so a value below the reference shows as negative and an exact one
@@ -168,7 +169,7 @@ def plot_convergence(path: str | Path, steps: list[int], energies: list[float], 
     return {"error_panel": drawn}
 
 
-def save_figure(fig, path: Path) -> None:
+def save_figure(fig, path: str | Path) -> None:
     """Write a matplotlib figure as PNG, atomically, and close it."""
     import matplotlib.pyplot as plt
 

@@ -28,7 +28,7 @@ from nnqs.app.references import reference_fields
 from nnqs.app.report import MetricsLog, write_result
 from nnqs.app.runconfig import ConfigError, RunConfig, check_device, config_from_dict
 from nnqs.app.signals import SignalStop, StopNow
-from nnqs.app.solver import RESULT_SCHEMA_VERSION, NNQS
+from nnqs.app.solver import NNQS, RESULT_SCHEMA_VERSION
 from nnqs.app.system import System, complete_references, run_system
 from nnqs.app.trained import SUBSPACE_FILE, save_subspace
 from nnqs.parallel.comm import LOCAL, Communicator
@@ -159,6 +159,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     solver = NNQS(config, comm=comm).prepare(system, checkpoint=state, checkpoint_path=ckpt_path, extend=extend)
     solver.start(initial_model=initial_model, cycle_callbacks=[CycleLog(out / "subspace.csv")])
     config, driver = solver.config, solver.driver   # the presets resolved
+    assert driver is not None and config.optim.steps is not None   # prepare built it and resolved the presets
 
     def open_outputs() -> MetricsLog:
         _write_provenance(out / "provenance.json", config, driver.step, resume)

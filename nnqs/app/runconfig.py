@@ -25,6 +25,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -36,10 +37,15 @@ else:  # pragma: no cover
 
 from nnqs.app.presets import PRESET_NAMES
 from nnqs.errors import InputError
-from nnqs.training.settings import (LocalEnergyConfig, OptimConfig, SamplerConfig, StartSettings, StopConfig,
-                                    SubspaceConfig)
+from nnqs.training.settings import (
+    LocalEnergyConfig,
+    OptimConfig,
+    SamplerConfig,
+    StartSettings,
+    StopConfig,
+    SubspaceConfig,
+)
 from nnqs.wavefunction.config import ModelConfig
-
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +259,7 @@ def _build(section: str, cls, values: dict):
     unknown = sorted(set(values) - set(known))
     if unknown:
         raise ConfigError(f"unknown key(s) {', '.join(f'{section}.{k}' for k in unknown)}; known: {', '.join(sorted(known))}")
-    converted = {}
+    converted: dict[str, Any] = {}
     for key, value in values.items():
         if isinstance(value, list):
             value = tuple(value)

@@ -17,6 +17,9 @@ import contextlib
 import logging
 import signal
 import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 import torch
 
@@ -53,7 +56,7 @@ class SignalStop:
         self.received: int | None = None
         self._in_loop = False
         self._stop_now: int | None = None   # a signal that raised StopNow (raised again if swallowed)
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, Callable[[int, FrameType | None], Any] | int | signal.Handlers | None] = {}
 
     @property
     def name(self) -> str | None:

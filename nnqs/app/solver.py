@@ -22,9 +22,11 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
+from hamiltonians.protocol import Hamiltonian
 from nnqs.app.presets import log_preset, resolve
 from nnqs.app.provenance import provenance
 from nnqs.app.references import reference_fields
@@ -39,6 +41,12 @@ from nnqs.training.memory import available_memory, check_memory, gib, plan_memor
 from nnqs.training.settings import last_regime_start
 from nnqs.training.start import Start
 from nnqs.training.subspace import SubspaceDriver, final_subspace, pool_from_dict
+
+if TYPE_CHECKING:
+    from hamiltonians.molecular import MolecularHamiltonian
+    from hamiltonians.sci.state import SCIState
+    from nnqs.training.driver import VMC
+    from nnqs.wavefunction.model import TransformerWavefunction
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +75,8 @@ class NNQSResult:
 
     fields: dict
     model: torch.nn.Module
-    pool: object = None
-    space: object = None
+    pool: SCIState | None = None
+    space: SCIState | None = None
     order: list | None = None
     stopped_at: int | None = None
     energy: float | None = field(init=False)
@@ -125,7 +133,7 @@ class Clock:
                 "cpu_seconds": self.cpu_before + time.process_time() - self.cpu_began}
 
 
-def system_of(H, config: RunConfig) -> System:
+def system_of(H: MolecularHamiltonian, config: RunConfig) -> System:
     """A :class:`~nnqs.app.system.System` for integrals ``H`` given in memory (no references):
     the orbitals moved into ``[molecule] orbital_order``."""
     from hamiltonians.molecular import permute_orbitals
@@ -155,7 +163,10 @@ class NNQS:
                                       if "molecule" not in config else config)
         self.config, self.comm = config, comm
         self.system: System | None = None
-        self.model = self.driver = self.pool = self.result = None
+        self.model: TransformerWavefunction | None = None
+        self.driver: VMC | None = None
+        self.pool: SCIState | None = None
+        self.result: NNQSResult | None = None
         self.preset: dict | None = None
         self.start_summary: dict | None = None
         self.start_p_hf = float("nan")
@@ -163,8 +174,14 @@ class NNQS:
         self.resumed = False
 
     @property
-    def H(self):
+    def H(self) -> MolecularHamiltonian | None:
         return self.driver.H if self.driver is not None else None
+
+    def _prepared(self) -> tuple[System, TransformerWavefunction, VMC]:
+        """``(system, model, driver)``, which :meth:`prepare` sets (the later phases need them)."""
+        assert self.system is not None and self.model is not None and self.driver is not None, \
+            "NNQS.prepare comes first"
+        return self.system, self.model, self.driver
 
     def dump_flags(self) -> NNQS:
         if self.preset is not None:
@@ -218,15 +235,16 @@ class NNQS:
         re-diagonalised (a warm start from a nearby problem)."""
         if self.resumed:
             return self
+        system, model, driver = self._prepared()
         weights, self.start_summary, pool = self.comm.run_on_main(lambda: self._fit_start(initial_model))
-        self.driver.start_from(weights)
+        driver.start_from(weights)
         self.clock.start_seconds = time.perf_counter() - self.clock.began
-        self.start_p_hf = p_hf(self.model, self.system.hf_tokens)
+        self.start_p_hf = p_hf(model, system.hf_tokens)
         if initial_pool is not None:
             from hamiltonians.determinants import occupations_in_order
 
             dets = torch.as_tensor(getattr(initial_pool, "dets", initial_pool)).to(torch.uint8).cpu()
-            pool = _joined(self.H, pool, occupations_in_order(dets, self.system.order))
+            pool = _joined(driver.H, pool, occupations_in_order(dets, system.order))
         self.pool = pool
         if self.config.subspace.cycles:
             self.pool = self._subspace_loop(pool, cycle_callbacks)
@@ -237,19 +255,22 @@ class NNQS:
         (:class:`~nnqs.training.callbacks.StopOnPlateau`, which sees ``history``: the energies and
         errors of the steps before a resume); ``callbacks`` run after each step. Returns whether
         it stopped on the plateau."""
+        _, _, driver = self._prepared()
         target = self.target(stop_after)
         stop = StopOnPlateau(self.config.stop, last_regime_start(self.config.optim, self.config.local_energy),
                              comm=self.comm, energies=history[0], stderrs=history[1])
         self.clock.training()
-        return self.driver.run(target, [*callbacks, stop])
+        return driver.run(target, [*callbacks, stop])
 
     def target(self, stop_after: int | None = None) -> int:
         steps = self.config.optim.steps
+        assert steps is not None   # the presets resolved (prepare)
         return steps if stop_after is None else min(stop_after, steps)
 
     def finish(self, *, stopped_early: bool = False) -> NNQSResult:
         """The final evaluation, the final space and its PT2: the :class:`NNQSResult`."""
-        driver, system, comm = self.driver, self.system, self.comm
+        system, model, driver = self._prepared()
+        comm = self.comm
         wall = self.clock.wall()  # the training's; the evaluation has its own seconds
         evaluation = final_evaluation(driver, system.hf_tokens)
         subspace, space = final_subspace(driver.H, driver.state, self.pool, self.config.subspace,
@@ -278,17 +299,20 @@ class NNQS:
             "stopped_early": stopped_early,
             "wall_seconds": wall,
         }
-        self.result = NNQSResult(fields, self.model, self.pool, space, system.order)
+        self.result = NNQSResult(fields, model, self.pool, space, system.order)
         return self.result
 
-    def kernel(self, H=None, *, system: System | None = None, callbacks: Sequence = (),
+    def kernel(self, H: MolecularHamiltonian | None = None, *, system: System | None = None, callbacks: Sequence = (),
                cycle_callbacks: Sequence = (), initial_model: dict | None = None, initial_pool=None) -> NNQSResult:
         """The whole method on ``H`` (a :class:`hamiltonians.MolecularHamiltonian`, orbitals in the
         molecule's order, moved into ``[molecule] orbital_order``) or on a built ``system``.
         Returns the :class:`NNQSResult` (also :attr:`result`)."""
         if (H is None) == (system is None):
             raise InputError("NNQS.kernel needs exactly one of H and system")
-        self.prepare(system if system is not None else system_of(H, self.config))
+        if system is None:
+            assert H is not None   # exactly one of them
+            system = system_of(H, self.config)
+        self.prepare(system)
         self.start(initial_model=initial_model, initial_pool=initial_pool, cycle_callbacks=cycle_callbacks)
         stopped_early = self.train(callbacks=callbacks)
         return self.finish(stopped_early=stopped_early)
@@ -297,7 +321,8 @@ class NNQS:
     def _fit_start(self, initial_model: dict | None):
         """The start on the network; returns its weights (CPU), what ``result.json`` records of
         it, and its CI target (the loop's first pool)."""
-        config, system, model = self.config, self.system, self.model
+        config = self.config
+        system, model, driver = self._prepared()
         if initial_model is not None:
             model.load_state_dict(initial_model)
 
@@ -307,7 +332,7 @@ class NNQS:
 
         start = Start(config.start)
         start.dump_flags()
-        start.kernel(model, self.H, hf_occupation=system.hf_occupation, order=system.order, fresh_model=fresh_model)
+        start.kernel(model, driver.H, hf_occupation=system.hf_occupation, order=system.order, fresh_model=fresh_model)
         return {k: v.cpu() for k, v in model.state_dict().items()}, start.summary(), start.target
 
     def _subspace_loop(self, pool, callbacks: Sequence):
@@ -317,15 +342,18 @@ class NNQS:
 
         if self.comm.world_size > 1:
             raise ConfigError("[subspace] cycles runs on one process (its diagonalisation is not split over ranks)")
+        system, _, driver = self._prepared()
+        cycles = self.config.subspace.cycles
+        assert cycles is not None   # the presets resolved (prepare)
         if pool is None:
-            pool = diagonalise(self.H, self.system.hf_occupation.to(torch.uint8).cpu()[None])
-        loop = SubspaceDriver(self.H, self.driver.state, self.config.subspace, pool)
-        loop.run(self.config.subspace.cycles, list(callbacks))
-        self.driver.guard.mark_good()   # the fitted network is VMC's start
+            pool = diagonalise(driver.H, system.hf_occupation.to(torch.uint8).cpu()[None])
+        loop = SubspaceDriver(driver.H, driver.state, self.config.subspace, pool)
+        loop.run(cycles, list(callbacks))
+        driver.guard.mark_good()   # the fitted network is VMC's start
         return loop.best
 
 
-def _joined(H, pool, dets: torch.Tensor):
+def _joined(H: Hamiltonian, pool, dets: torch.Tensor):
     """``pool`` (a state, or ``None``) with the determinants ``dets`` (uint8 ``[D, 2N]``) joined
     and the ground state re-solved, warm-started from ``pool``."""
     from hamiltonians.sci.diagonalise import diagonalise
@@ -348,7 +376,7 @@ def _check_steps(config: RunConfig, state: dict, path, extend: bool) -> None:
         raise ConfigError(f"--resume: the checkpoint is already at step {state['trainer']['step']} > steps = {new}")
 
 
-def _check_start(config: RunConfig, H) -> None:
+def _check_start(config: RunConfig, H: Hamiltonian) -> None:
     """A ``[start] cas`` window that does not fit the molecule: the error's one line, before any
     log line and any work."""
     try:
@@ -357,11 +385,12 @@ def _check_start(config: RunConfig, H) -> None:
         raise ConfigError(f"[start] {error}") from None
 
 
-def _check_memory(config: RunConfig, model, H, *, fits: bool) -> None:
+def _check_memory(config: RunConfig, model, H: Hamiltonian, *, fits: bool) -> None:
     """Stop before the start (:class:`ConfigError`, one line) when a step's estimated peak
     memory (:func:`nnqs.training.memory.plan_memory`, at the unique window's upper end) exceeds
     ``[run] max_memory_gib`` or what the machine has available (shared by this node's processes)."""
     sampler, start = config.sampler, config.start
+    assert sampler.n_samples is not None and config.optim.method is not None   # the presets resolved
     n_unique = sampler.unique_window[1] if sampler.unique_window else min(sampler.n_samples, H.n_determinants)
     if sampler.max_unique:
         n_unique = max(n_unique, sampler.max_unique)

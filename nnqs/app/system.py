@@ -12,6 +12,7 @@ import logging
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import torch
 
@@ -116,7 +117,8 @@ def build_system(config: MoleculeConfig, *, references: bool = True, fci_max_det
                     charge=config.charge,
                     spin=config.spin,
                     frozen_core=config.frozen_core,
-                    active_space=tuple(config.active_space) or None,
+                    # MoleculeConfig checks that a given active_space has two entries
+                    active_space=cast("tuple[int, int] | None", tuple(config.active_space) or None),
                 )
             except (RuntimeError, KeyError, ValueError, AssertionError) as error:
                 if any("Basis" in str(w.message) for w in caught):

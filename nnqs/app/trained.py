@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 from hamiltonians.determinants import occupations_in_order
-
 from nnqs.app.io import atomic_write, load_checkpoint
 from nnqs.app.runconfig import ConfigError, RunConfig, config_from_dict
 from nnqs.app.system import System, build_model, run_system

@@ -15,7 +15,7 @@ import datetime
 import pickle
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import torch
 
@@ -173,7 +173,7 @@ class ProcessGroup(Communicator):
             else:
                 self._dist.broadcast_object_list(box, src=src,
                                                  device=self.device if self.device.type == "cuda" else None)
-        return box[0]
+        return cast(T, box[0])   # src's object, on every rank after the broadcast
 
     def barrier(self) -> None:
         with self._guard("barrier"):

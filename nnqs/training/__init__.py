@@ -21,7 +21,7 @@ from nnqs.training.preconditioners import Direction, Identity, MinSR, TopSR
 from nnqs.training.settings import LocalEnergyConfig, OptimConfig, SamplerConfig, StopConfig
 from nnqs.training.start import Start, StartSettings
 from nnqs.training.state import Evaluation, VariationalState
-from nnqs.training.window import UniqueWindow
+from nnqs.training.state import UniqueWindow
 
 __all__ = [
     "VMC",

@@ -23,7 +23,7 @@ from hamiltonians.amplitudes import AmplitudeSource, AmplitudeTable, evaluate_in
 from hamiltonians.determinants import n_words, unique_keys, unpack_keys
 from hamiltonians.local_energy import DEFAULT_EPS
 from nnqs.parallel.comm import LOCAL, Communicator
-from nnqs.wavefunction.branching import branch_log_psi, prefix_state
+from nnqs.wavefunction.branching import PrefixState, branch_log_psi, prefix_state
 from nnqs.wavefunction.model import TransformerWavefunction
 from nnqs.wavefunction.tokens import occupations_to_tokens
 
@@ -45,7 +45,7 @@ def branch_log_psi_fn(model: TransformerWavefunction, tokens: torch.Tensor):
     cache of its parent sample (``tokens[parent]``), from its first changed orbital on; one full
     pass over ``tokens`` fills the cache (see :mod:`nnqs.wavefunction.branching`), at the first
     call: when every ``x'`` is among the samples, nothing is computed."""
-    state = []
+    state: list[PrefixState] = []
 
     def fn(occ: torch.Tensor, parent: torch.Tensor) -> torch.Tensor:
         if not state:

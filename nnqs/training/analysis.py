@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from hamiltonians.exact import hamiltonian_matrix, lowest_eigenpair
+from hamiltonians.protocol import Hamiltonian
 from nnqs.wavefunction.tokens import occupations_to_tokens
 
 #: Largest determinant space :func:`analyse_state` diagonalises.
@@ -63,7 +64,7 @@ def _energy(matrix, vector: np.ndarray) -> float:
 
 
 @torch.no_grad()
-def analyse_state(model, H, hf_occupation: torch.Tensor, *, ranks=(1, 10, 100, 1000)) -> StateAnalysis:
+def analyse_state(model, H: Hamiltonian, hf_occupation: torch.Tensor, *, ranks=(1, 10, 100, 1000)) -> StateAnalysis:
     """Compare ``model`` with the exact ground state of ``H`` (see the module docstring).
 
     Args:

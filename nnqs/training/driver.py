@@ -9,7 +9,7 @@
 
 the update rule of each step (AdamW's identity, minSR, sr_top;
 :mod:`nnqs.training.preconditioners`) and its learning rate from the schedule
-(:mod:`nnqs.training.schedule`), guarded by :class:`~nnqs.training.callbacks.RollBack`.
+(:func:`learning_rate`, :func:`method_at`, below), guarded by :class:`~nnqs.training.callbacks.RollBack`.
 ``state_dict()``/``load_state_dict()`` capture everything a step changes, so a resumed run
 continues exactly as an uninterrupted one would.
 """
@@ -29,7 +29,6 @@ from nnqs.parallel.comm import LOCAL, Communicator
 from nnqs.training.callbacks import Callback, RollBack, load_optimizer_states, optimizer_states
 from nnqs.training.estimators import sample_space_energy
 from nnqs.training.preconditioners import preconditioners
-from nnqs.training.schedule import learning_rate, method_at
 from nnqs.training.settings import LocalEnergyConfig, OptimConfig, SamplerConfig
 from nnqs.training.state import VariationalState
 
@@ -205,3 +204,38 @@ def build_vmc(model, H: MolecularHamiltonian, optim: OptimConfig, sampler: Sampl
               local_energy: LocalEnergyConfig | None = None, *, seed: int = 0, comm: Communicator = LOCAL) -> VMC:
     """``VMC(H, VariationalState(model, sampler, local_energy, seed=seed, comm=comm), optim)``."""
     return VMC(H, VariationalState(model, sampler, local_energy, seed=seed, comm=comm), optim)
+
+
+# --- the learning-rate schedule and each step's update rule ------------------------------------
+def cosine_schedule(step: int, warmup: int, span: int, final_ratio: float) -> float:
+    """Linear warm-up over ``warmup`` steps, then a cosine decay to ``final_ratio`` at ``span``."""
+    if warmup and step < warmup:
+        return (step + 1) / warmup
+    progress = min((step - warmup) / max(span - warmup, 1), 1.0)
+    return final_ratio + (1 - final_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def method_at(step: int, cfg: OptimConfig) -> str:
+    """The update rule of ``step``: ``"adamw"``, else ``cfg.method`` (after ``cfg.adamw_phase``)."""
+    if cfg.method == "adamw" or step < cfg.adamw_phase:
+        return "adamw"
+    assert cfg.method is not None   # a filled OptimConfig (VMC's)
+    return cfg.method
+
+
+def learning_rate(step: int, cfg: OptimConfig) -> float:
+    """The scheduled learning rate of ``step`` (before the NaN guard's scale).
+
+    One phase: ``cfg.lr`` with warm-up and cosine decay over ``cfg.steps``. With
+    ``method = "minsr"`` or ``"sr_top"`` and an AdamW phase (``cfg.adamw_phase > 0``), that phase
+    runs the schedule at ``cfg.adamw_lr`` over its own steps, and the next phase decays ``cfg.lr``
+    over the rest.
+    """
+    phase = cfg.adamw_phase
+    if cfg.method != "adamw" and phase:   # AdamW at adamw_lr first (the whole run if steps <= adamw_steps)
+        if step < phase:
+            return cfg.adamw_lr * cosine_schedule(step, cfg.warmup, phase, cfg.final_lr_ratio)
+        assert cfg.lr is not None and cfg.steps is not None   # a filled OptimConfig (VMC's)
+        return cfg.lr * cosine_schedule(step - phase, 0, cfg.steps - phase, cfg.final_lr_ratio)
+    assert cfg.lr is not None and cfg.steps is not None   # a filled OptimConfig (VMC's)
+    return cfg.lr * cosine_schedule(step, cfg.warmup, cfg.steps, cfg.final_lr_ratio)

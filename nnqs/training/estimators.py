@@ -12,9 +12,13 @@ from dataclasses import dataclass
 import torch
 
 from hamiltonians import LocalEnergyResult, MolecularHamiltonian, enumerate_determinants, local_energy
-from nnqs.training.amplitude_sources import (full_pass_source, kv_cache_source, other_ranks_samples,
-                                             shared_outside_amplitudes)
 from nnqs.parallel.comm import LOCAL, Communicator
+from nnqs.training.amplitude_sources import (
+    full_pass_source,
+    kv_cache_source,
+    other_ranks_samples,
+    shared_outside_amplitudes,
+)
 from nnqs.wavefunction.model import TransformerWavefunction
 from nnqs.wavefunction.tokens import occupations_to_tokens, tokens_to_occupations
 from samplers import SampleBatch
@@ -126,6 +130,7 @@ def evaluate_local_energies(model, H: MolecularHamiltonian, tokens: torch.Tensor
     if shared is not None:  # the kernel's calls were lookups in the shared table; this rank evaluated its slice
         result.n_evaluated, result.amplitude_seconds = shared[1], shared[2]
     result.e_loc = result.e_loc.to(torch.complex128)
+    assert result.e_loc_sampled is not None   # local_energy sets it in every mode
     result.e_loc_sampled = result.e_loc_sampled.to(torch.complex128)
     return result
 

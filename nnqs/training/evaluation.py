@@ -8,9 +8,13 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from nnqs.training.estimators import (estimate_energy, evaluate_local_energies, exact_variational_energy,
-                                     sample_space_energy)
 from nnqs.training.driver import VMC
+from nnqs.training.estimators import (
+    estimate_energy,
+    evaluate_local_energies,
+    exact_variational_energy,
+    sample_space_energy,
+)
 from nnqs.training.settings import EXACT_MAX_DETERMINANTS
 
 #: The local energies are repeated in exact mode (the truncation's bias on the same samples)
@@ -80,11 +84,13 @@ def final_evaluation(driver: VMC, hf_tokens: torch.Tensor, n_samples: int | None
     exact = None
     if H.n_determinants <= EXACT_MAX_DETERMINANTS:
         exact = comm.run_on_main(lambda: exact_variational_energy(model, H))
+    e_loc_sampled = evaluation.local_energy.e_loc_sampled
+    assert e_loc_sampled is not None   # evaluate_local_energies keeps it
     return FinalEvaluation(
         energy=est.energy, energy_stderr=est.stderr, variance=est.variance, local_energy=mode,
         kept_fraction=evaluation.local_energy.kept_fraction, energy_exact_variational=exact,
         truncation_bias_mha=bias,
-        sample_space_energy=sample_space_energy(evaluation.local_energy.e_loc_sampled, batch, comm),
+        sample_space_energy=sample_space_energy(e_loc_sampled, batch, comm),
         n_samples=batch.n_samples, n_unique=n_unique,
         p_hf_final=p_hf(model, hf_tokens), evaluation_seconds=time.perf_counter() - started)
 

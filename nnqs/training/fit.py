@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from nnqs.training.schedule import cosine_schedule
+from nnqs.training.driver import cosine_schedule
 from nnqs.wavefunction.tokens import check_tokens
 
 log = logging.getLogger(__name__)

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from hamiltonians.determinants import n_words
+from hamiltonians.protocol import Hamiltonian
 
 #: Bytes of the autograd graph of ``log psi`` per configuration, per position and per unit of
 #: d_model, per layer, in float32 (its measurement: ``experiments/LOG.md``).
@@ -52,7 +53,7 @@ class MemoryPlan:
     def largest(self) -> str:
         """The part that dominates the peak."""
         p = {k: v for k, v in self.parts.items() if k != "fixed"}
-        return max(p, key=p.get)
+        return max(p, key=p.__getitem__)
 
     def describe(self) -> str:
         parts = ", ".join(f"{k} {v / 2**30:.2f}" for k, v in sorted(self.parts.items(), key=lambda kv: -kv[1]))
@@ -66,7 +67,7 @@ def graph_bytes(model, n_configurations: int) -> float:
     return GRAPH_BYTES * c.n_layers * n_configurations * c.n_orbitals * c.d_model * itemsize / 4
 
 
-def plan_memory(model, H, *, n_unique: int, method: str, sr_top: int = 32, cache_bytes: int = 256 * 2**20,
+def plan_memory(model, H: Hamiltonian, *, n_unique: int, method: str, sr_top: int = 32, cache_bytes: int = 256 * 2**20,
                 fit_batch: int = 0, kernel_chunk: int | None = None, grad_chunk: int = 0) -> MemoryPlan:
     """The :class:`MemoryPlan` of ``model`` on ``H`` at ``n_unique`` unique samples per step with
     the update rule ``method`` (``sr_top`` rows for ``"sr_top"``), a KV cache budget of

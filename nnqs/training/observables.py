@@ -17,8 +17,14 @@ import torch
 
 from hamiltonians import MolecularHamiltonian
 from hamiltonians.local_energy import evaluate_in_chunks
-from hamiltonians.rdm import (RDMs, functional_from_moments, rdm_moments, rdms_from_moments,
-                              spin_square_coefficients, unseen_mass)
+from hamiltonians.rdm import (
+    RDMs,
+    functional_from_moments,
+    rdm_moments,
+    rdms_from_moments,
+    spin_square_coefficients,
+    unseen_mass,
+)
 from nnqs.training.amplitude_sources import occupation_log_psi
 from nnqs.wavefunction.tokens import tokens_to_occupations
 from samplers import bas

@@ -15,8 +15,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from samplers.tree import DEFAULT_MAX_CACHE_BYTES
 from nnqs.errors import InputError
+from samplers.tree import DEFAULT_MAX_CACHE_BYTES
 
 #: Spaces up to this many determinants are enumerated: the final evaluation's exact variational
 #: energy, ``nnqs analyse``'s RDMs and the PySCF solver's RDMs come from every determinant
@@ -241,6 +241,7 @@ class OptimConfig(Presettable):
         where a field is unset)."""
         if self.unset():
             return self.filled().adamw_phase
+        assert self.steps is not None   # not unset
         return self.steps if self.method == "adamw" else min(self.adamw_steps, self.steps)
 
     def keeps_graph(self, method: str, n_unique: int) -> bool:
@@ -273,6 +274,7 @@ def last_regime_start(optim: OptimConfig, local_energy: LocalEnergyConfig) -> in
     """The first step of the run's last regime: after the AdamW phase of a minSR run and
     after the coarse local energies (what :class:`StopConfig` looks at)."""
     optim, local_energy = optim.filled(), local_energy.filled()
+    assert local_energy.coarse_steps is not None   # filled
     return max(optim.adamw_phase if optim.method != "adamw" else 0, local_energy.coarse_steps)
 
 

@@ -24,10 +24,11 @@ from typing import Callable
 
 import torch
 
+from hamiltonians.protocol import Hamiltonian
 from hamiltonians.sci.spaces import cas_window, casci, cisd, cisd_cas
 from hamiltonians.sci.state import SCIState
-from nnqs.training.fit import fit_hf, fit_to_state
 from nnqs.errors import InputError
+from nnqs.training.fit import fit_hf, fit_to_state
 from nnqs.training.settings import StartSettings
 from nnqs.wavefunction.tokens import occupations_to_tokens
 
@@ -70,7 +71,7 @@ class Start:
         fields = ", ".join(f"{k} = {v}" for k, v in dataclasses.asdict(self.settings).items())
         log.info("start: %s", fields)
 
-    def check(self, H) -> None:
+    def check(self, H: Hamiltonian) -> None:
         """Raise :class:`nnqs.errors.InputError` now, before any work, for a ``cas`` window that
         does not fit ``H`` (in a mode that can use one)."""
         if self.settings.cas and self.settings.mode in ("auto", "sci", "casci", "cisd_cas"):
@@ -79,7 +80,7 @@ class Start:
             except ValueError as error:
                 raise InputError(f"cas: {error}") from None
 
-    def kernel(self, model, H, *, hf_occupation: torch.Tensor, order: list[int],
+    def kernel(self, model, H: Hamiltonian, *, hf_occupation: torch.Tensor, order: list[int],
                fresh_model: Callable[[], torch.nn.Module] | None = None) -> float | None:
         """Fit ``model`` in place to the start's target for ``H``; returns the fidelity.
 
@@ -126,16 +127,18 @@ class Start:
             return None
         if s.mode == "hf":
             return fit_hf(model, occupations_to_tokens(hf_occupation[None].long()), s.hf_target)
-        tokens = occupations_to_tokens(self.target.dets.long())
+        target = self.target
+        assert target is not None   # a CI mode: kernel built it
+        tokens = occupations_to_tokens(target.dets.long())
         phases = dict(steps=s.phase_steps, lr=s.phase_lr, max_determinants=s.phase_determinants,
                       warmup=s.phase_warmup, patience=s.phase_patience or None)
-        value = fit_to_state(model, tokens, self.target.coefficients, steps=s.steps, lr=s.lr,
+        value = fit_to_state(model, tokens, target.coefficients, steps=s.steps, lr=s.lr,
                              max_determinants=s.max_determinants or None, tail=s.tail, phases=phases)
-        log.info("%s start: E = %.8f over %d determinants, fidelity %.5f", self.chosen, self.target.energy,
-                 self.target.dets.shape[0], value)
+        log.info("%s start: E = %.8f over %d determinants, fidelity %.5f", self.chosen, target.energy,
+                 target.dets.shape[0], value)
         return value
 
-    def build_target(self, H, *, hf_occupation: torch.Tensor, order: list[int]) -> SCIState:
+    def build_target(self, H: Hamiltonian, *, hf_occupation: torch.Tensor, order: list[int]) -> SCIState:
         """The CI wavefunction of ``settings.mode`` for ``H`` (sets :attr:`chosen`)."""
         state, self.chosen = ci_target(H, self.settings, hf_occupation=hf_occupation, order=order)
         return state
@@ -148,9 +151,10 @@ class Start:
                 "refit": self.refit, "target_seconds": self.target_seconds, "fit_seconds": self.fit_seconds}
 
 
-def _auto_cas(H, settings: StartSettings) -> tuple[int, int]:
+def _auto_cas(H: Hamiltonian, settings: StartSettings) -> tuple[int, int]:
     if settings.cas:
-        return tuple(settings.cas)
+        n_electrons, n_orbitals = settings.cas   # StartSettings checks that it holds two
+        return n_electrons, n_orbitals
     # The largest window up to AUTO_CAS that fits: fewer orbitals where there are too few above
     # the Fermi level (H2O / STO-3G has 2 virtuals), one electron fewer for an odd count.
     for n_active in range(min(AUTO_CAS[1], H.n_orbitals), 0, -1):
@@ -163,7 +167,7 @@ def _auto_cas(H, settings: StartSettings) -> tuple[int, int]:
     raise ValueError(f"no active space fits ({H.n_alpha}, {H.n_beta}) electrons in {H.n_orbitals} orbitals")
 
 
-def ci_target(H, settings: StartSettings, *, hf_occupation: torch.Tensor, order: list[int]) -> tuple[SCIState, str]:
+def ci_target(H: Hamiltonian, settings: StartSettings, *, hf_occupation: torch.Tensor, order: list[int]) -> tuple[SCIState, str]:
     """The CI wavefunction that ``settings.mode`` (``"cisd"``, ``"casci"``, ``"cisd_cas"``,
     ``"auto"`` or ``"sci"``) fits, for ``H`` with orbitals in autoregressive ``order``, and a
     label saying what it is. The ``"auto"`` choice is logged.
@@ -176,7 +180,7 @@ def ci_target(H, settings: StartSettings, *, hf_occupation: torch.Tensor, order:
         start, label = ci_target(H, dataclasses.replace(settings, mode="auto"), hf_occupation=hf_occupation,
                                  order=order)
         size = max(settings.sci_determinants, SCI_MIN_GROWTH * start.dets.shape[0])
-        from hamiltonians.sci.grow import grow   # compiled sums (Numba): imported where used
+        from hamiltonians.sci.grow import grow  # compiled sums (Numba): imported where used
 
         # CIPSI from the CI space, re-solved from scratch each round (no warm start) at tol 1e-12
         state, _, _ = grow(H, start, select="pt2", growth=2.0, max_size=size, reference=start.dets[0],
@@ -201,7 +205,8 @@ def ci_target(H, settings: StartSettings, *, hf_occupation: torch.Tensor, order:
     if mode not in ("casci", "cisd_cas"):
         raise ValueError(f"mode {mode!r} has no CI target")
     build = casci if mode == "casci" else cisd_cas
+    n_electrons, n_orbitals = settings.cas   # StartSettings checks that these modes have two
     try:
-        return build(H, *settings.cas, order=order), f"{mode}{tuple(settings.cas)}"
+        return build(H, n_electrons, n_orbitals, order=order), f"{mode}{tuple(settings.cas)}"
     except ValueError as error:
         raise ValueError(f"cas: {error}") from None

@@ -20,10 +20,8 @@ import torch
 
 from hamiltonians import LocalEnergyResult, MolecularHamiltonian
 from nnqs.parallel.comm import LOCAL, Communicator
-from nnqs.training.estimators import (EnergyEstimate, estimate_energy, evaluate_local_energies, sample_weights,
-                                     vmc_loss)
+from nnqs.training.estimators import EnergyEstimate, estimate_energy, evaluate_local_energies, sample_weights, vmc_loss
 from nnqs.training.settings import LocalEnergyConfig, SamplerConfig
-from nnqs.training.window import UniqueWindow
 from nnqs.wavefunction.model import TransformerWavefunction
 from samplers import SampleBatch, bas, split
 from samplers.tree import Frontier
@@ -57,7 +55,7 @@ class VariationalState:
         generator: the sampler's random stream (seeded ``seed``).
         draw_generator: the semistochastic local energies' draws (seeded ``seed + 2**31``), a
             stream of its own so the samples do not move when the local energies draw.
-        window: the :class:`~nnqs.training.window.UniqueWindow` (``None``: fixed ``n_samples``).
+        window: the :class:`UniqueWindow` (below) (``None``: fixed ``n_samples``).
         n_samples: the draws of the next :meth:`sample` (adapted by :meth:`adapt`).
 
     ``state_dict()``/``load_state_dict()`` hold the streams and ``n_samples``; the model's
@@ -204,3 +202,38 @@ def sum_gradients(model, comm: Communicator) -> None:
         offset += p.numel()
         if not used:  # as with one process: no gradient, so AdamW leaves it alone
             p.grad = None
+
+
+# --- the unique-sample window (adaptive n_samples) ---------------------------------------------
+@dataclass(frozen=True)
+class UniqueWindow:
+    """Grow or shrink ``n_samples`` so that ``n_unique`` lands in ``[low, high]``.
+
+    Attributes:
+        low, high: the target window for the number of unique samples.
+        factor: multiplicative step (published Transformer NNQS runs used 1.2-1.3).
+        min_samples, max_samples: hard limits on ``n_samples``.
+    """
+
+    low: int
+    high: int
+    factor: float = 1.25
+    min_samples: int = 100
+    max_samples: int = 10**12
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.low <= self.high:
+            raise ValueError(f"unique window needs 1 <= low <= high, got [{self.low}, {self.high}]")
+        if self.factor <= 1:
+            raise ValueError(f"factor must be > 1, got {self.factor}")
+        if not 1 <= self.min_samples <= self.max_samples:
+            raise ValueError("need 1 <= min_samples <= max_samples")
+
+    def update(self, n_samples: int, n_unique: int) -> int:
+        """The next ``n_samples`` given the current one and the unique count it produced."""
+        target: float = n_samples
+        if n_unique < self.low:
+            target = n_samples * self.factor
+        elif n_unique > self.high:
+            target = n_samples / self.factor
+        return int(min(max(round(target), self.min_samples), self.max_samples))

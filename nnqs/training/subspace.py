@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from hamiltonians.protocol import Hamiltonian
 from hamiltonians.sci.diagonalise import diagonalise, truncate
 from hamiltonians.sci.state import SCIState, merge
 from nnqs.training.driver import Driver
@@ -81,7 +82,7 @@ class SubspaceDriver(Driver):
         step: cycles done.
     """
 
-    def __init__(self, H, state: VariationalState, config: SubspaceConfig, start_space: SCIState) -> None:
+    def __init__(self, H: Hamiltonian, state: VariationalState, config: SubspaceConfig, start_space: SCIState) -> None:
         self.H, self.state, self.config = H, state, config.filled()
         self.pool = diagonalise(H, start_space.dets, v0=start_space.coefficients)
         self.best = self.pool
@@ -149,7 +150,7 @@ def pool_from_dict(saved: dict) -> SCIState:
     return SCIState.from_dict(saved)
 
 
-def subspace_energy(H, state: VariationalState, pool: SCIState | None = None, *,
+def subspace_energy(H: Hamiltonian, state: VariationalState, pool: SCIState | None = None, *,
                     n_samples: int = 100_000) -> tuple[SCIState, int]:
     """The ground state of ``H`` on the unique configurations of ``n_samples`` draws from the
     network of ``state``, merged with ``pool`` if given; returns it and the number of sampled
@@ -177,13 +178,13 @@ def pt2_solver(config: SubspaceConfig, *, seed: int = 0) -> SelectedCI:
                       extrapolation=tuple(config.extrapolation))
 
 
-def pool_pt2(H, pool: SCIState, config: SubspaceConfig, *, seed: int = 0) -> dict | None:
+def pool_pt2(H: Hamiltonian, pool: SCIState, config: SubspaceConfig, *, seed: int = 0) -> dict | None:
     """EN-PT2 on ``pool``'s eigenvector, as ``config.pt2`` says (:func:`pt2_solver`); ``None``
     with ``pt2 = "none"``."""
     return pt2_solver(config, seed=seed).pt2(H, pool)
 
 
-def final_subspace(H, state: VariationalState, pool: SCIState | None, config: SubspaceConfig, *,
+def final_subspace(H: Hamiltonian, state: VariationalState, pool: SCIState | None, config: SubspaceConfig, *,
                    seed: int = 0) -> tuple[dict, SCIState | None]:
     """``(fields, space)``: the run's subspace and PT2 energies (``result.json``'s fields) and
     the final space with its ground state (``None`` when there is none): the ground state on
@@ -216,7 +217,7 @@ def final_subspace(H, state: VariationalState, pool: SCIState | None, config: Su
     return fields, space
 
 
-def extrapolation(H, space: SCIState, pt2: dict, config: SubspaceConfig, *, seed: int = 0) -> dict:
+def extrapolation(H: Hamiltonian, space: SCIState, pt2: dict, config: SubspaceConfig, *, seed: int = 0) -> dict:
     """``E_var`` extrapolated to ``PT2 -> 0`` over ``space`` and its truncations to the
     ``config.extrapolation`` fractions (:meth:`hamiltonians.sci.solver.SelectedCI.extrapolate`)."""
     return pt2_solver(config, seed=seed).extrapolate(H, space, pt2)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from nnqs.wavefunction.tokens import ElectronConstraint
 from nnqs.errors import InputError
+from nnqs.wavefunction.tokens import ElectronConstraint
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 

@@ -61,8 +61,9 @@ class PhaseMLP(nn.Module):
         if self.net is None or std <= 0:
             return
         g = torch.Generator().manual_seed(seed)
-        tokens = torch.randint(0, N_TOKENS, (1024, n_orbitals), generator=g).to(self.net[-1].weight.device)
         last = self.net[-1]
+        assert isinstance(last, nn.Linear)   # the output layer
+        tokens = torch.randint(0, N_TOKENS, (1024, n_orbitals), generator=g).to(last.weight.device)
         phases = self(tokens, last.weight.dtype) - last.bias
         last.weight.mul_(std / phases.std().clamp_min(1e-12))
 

@@ -46,7 +46,7 @@ def test_optim_config_holds_only_the_update_rules():
 
 
 def test_sr_top_runs_after_the_adamw_phase_and_rejects_bad_sizes():
-    from nnqs.training.schedule import learning_rate, method_at
+    from nnqs.training.driver import learning_rate, method_at
     from nnqs.training.settings import LocalEnergyConfig, last_regime_start
 
     cfg = OptimConfig(steps=10, method="sr_top", adamw_steps=4, lr=2e-3, adamw_lr=1e-3, warmup=0)

@@ -8,6 +8,8 @@ from nnqs.training.settings import LocalEnergyConfig, SamplerConfig
 from nnqs.training.state import VariationalState
 from tests.models import make_model
 from tests.systems import random_hamiltonian
+import pytest
+from nnqs.training.state import UniqueWindow
 
 H = random_hamiltonian(5, 2, 2, seed=3)
 
@@ -52,3 +54,13 @@ def test_expect_and_grad_is_the_same_with_and_without_the_graph():
     assert max(float(g.abs().max()) for g in whole if g is not None) > 1e-4
     exact = s.expect(H, batch, "exact", weights="counts").estimate.energy
     assert abs(evaluation.estimate.energy - exact) < 1e-12
+
+
+def test_unique_window():
+    w = UniqueWindow(100, 200, factor=1.25, min_samples=10, max_samples=10**6)
+    assert w.update(1000, 50) == 1250
+    assert w.update(1000, 300) == 800
+    assert w.update(1000, 150) == 1000
+    assert w.update(10**6, 1) == 10**6 and w.update(10, 10**5) == 10
+    with pytest.raises(ValueError):
+        UniqueWindow(5, 1)
