@@ -172,6 +172,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
                                   "config": config.to_dict(), "p_hf": solver.start_p_hf, "start": solver.start_summary,
                                   "preset": solver.preset,
                                   "subspace": pool_dict(solver.pool) if solver.pool is not None else None,
+                                  "origins": solver.origins.state_dict(),
                                   **solver.clock.times()})
     bar = tqdm(total=config.optim.steps, initial=driver.step, disable=not progress, desc=config.molecule.name,
                dynamic_ncols=True)

@@ -40,6 +40,7 @@ from nnqs.training.evaluation import final_evaluation, p_hf
 from nnqs.training.memory import available_memory, check_memory, gib, plan_memory
 from nnqs.training.settings import last_regime_start
 from nnqs.training.start import Start
+from nnqs.training.origins import Origins
 from nnqs.training.subspace import SubspaceDriver, final_subspace, pool_from_dict
 
 if TYPE_CHECKING:
@@ -171,6 +172,7 @@ class NNQS:
         self.start_summary: dict | None = None
         self.start_p_hf = float("nan")
         self.clock = Clock()
+        self.origins = Origins()   # where each determinant of the pools came from
         self.resumed = False
 
     @property
@@ -224,6 +226,7 @@ class NNQS:
             log.info("resumed from %s at step %d", checkpoint_path, self.driver.step)
             self.start_p_hf, self.start_summary = float(checkpoint["p_hf"]), checkpoint.get("start")
             self.pool = pool_from_dict(checkpoint["subspace"]) if checkpoint.get("subspace") else None
+            self.origins = Origins.from_state_dict(checkpoint.get("origins"))
             self.resumed = True
         return self
 
@@ -240,11 +243,16 @@ class NNQS:
         driver.start_from(weights)
         self.clock.start_seconds = time.perf_counter() - self.clock.began
         self.start_p_hf = p_hf(model, system.hf_tokens)
+        self.origins = Origins()
+        if pool is not None:
+            self.origins.add(pool.dets, "start")
         if initial_pool is not None:
             from hamiltonians.determinants import occupations_in_order
 
-            dets = torch.as_tensor(getattr(initial_pool, "dets", initial_pool)).to(torch.uint8).cpu()
-            pool = _joined(driver.H, pool, occupations_in_order(dets, system.order))
+            dets = occupations_in_order(torch.as_tensor(getattr(initial_pool, "dets", initial_pool)).to(torch.uint8)
+                                        .cpu(), system.order)
+            pool = _joined(driver.H, pool, dets)
+            self.origins.add(dets, "start")   # what a warm start is given counts as the start
         self.pool = pool
         if self.config.subspace.cycles:
             self.pool = self._subspace_loop(pool, cycle_callbacks)
@@ -274,7 +282,8 @@ class NNQS:
         wall = self.clock.wall()  # the training's; the evaluation has its own seconds
         evaluation = final_evaluation(driver, system.hf_tokens)
         subspace, space = final_subspace(driver.H, driver.state, self.pool, self.config.subspace,
-                                         seed=self.config.run.seed) if comm.world_size == 1 else ({}, None)
+                                         seed=self.config.run.seed, origins=self.origins) \
+            if comm.world_size == 1 else ({}, None)
         fields = {**evaluation.to_dict(), **subspace}
         fields = {
             "schema_version": RESULT_SCHEMA_VERSION,
@@ -347,7 +356,7 @@ class NNQS:
         assert cycles is not None   # the presets resolved (prepare)
         if pool is None:
             pool = diagonalise(driver.H, system.hf_occupation.to(torch.uint8).cpu()[None])
-        loop = SubspaceDriver(driver.H, driver.state, self.config.subspace, pool)
+        loop = SubspaceDriver(driver.H, driver.state, self.config.subspace, pool, origins=self.origins)
         loop.run(cycles, list(callbacks))
         driver.guard.mark_good()   # the fitted network is VMC's start
         return loop.best

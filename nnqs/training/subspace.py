@@ -24,7 +24,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -33,6 +33,7 @@ from hamiltonians.sci.diagonalise import diagonalise, truncate
 from hamiltonians.sci.state import SCIState, merge
 from nnqs.training.driver import Driver
 from nnqs.training.fit import fit_to_state
+from nnqs.training.origins import Origins, origin_shares
 from nnqs.training.settings import SubspaceConfig
 from nnqs.training.state import VariationalState
 from nnqs.wavefunction.tokens import occupations_to_tokens, tokens_to_occupations
@@ -48,8 +49,10 @@ class CycleRecord:
     """One cycle of the loop, a row of ``subspace.csv``: ``energy`` (the pool's variational
     energy), ``best_energy`` (the lowest so far), ``n_pool``, ``n_sampled`` (the network's unique
     samples), ``n_new_sampled`` (of them, not in the pool before), ``n_extended`` (added by
-    connection), ``fidelity`` (of the network with the eigenvector after the fit), and the
-    seconds of the cycle and its parts."""
+    connection), ``fidelity`` (of the network with the eigenvector after the fit), the seconds of
+    the cycle and its parts, and per origin of the pool's determinants (start, connection, network:
+    :mod:`nnqs.training.origins`) its share of the eigenvector's weight and what it lowers the
+    energy by (mHa; 0 for an origin absent from the pool, ``nan`` for one that holds it all)."""
 
     step: int
     energy: float
@@ -63,6 +66,12 @@ class CycleRecord:
     sample_seconds: float
     diagonalise_seconds: float
     fit_seconds: float
+    weight_start: float = math.nan
+    weight_connection: float = math.nan
+    weight_network: float = math.nan
+    lowering_start_mha: float = math.nan
+    lowering_connection_mha: float = math.nan
+    lowering_network_mha: float = math.nan
 
 
 def _start_vector(coefficients: torch.Tensor, n_new: int) -> torch.Tensor:
@@ -79,11 +88,16 @@ class SubspaceDriver(Driver):
         H, state, config: the Hamiltonian, the :class:`VariationalState`, the :class:`SubspaceConfig`.
         pool: the current pool's :class:`~hamiltonians.sci.state.SCIState`.
         best: the lowest-energy pool so far (the start's space first).
+        origins: where each determinant came from (:class:`~nnqs.training.origins.Origins`; the
+            start's space recorded as ``"start"`` where it is not already).
         step: cycles done.
     """
 
-    def __init__(self, H: Hamiltonian, state: VariationalState, config: SubspaceConfig, start_space: SCIState) -> None:
+    def __init__(self, H: Hamiltonian, state: VariationalState, config: SubspaceConfig, start_space: SCIState,
+                 origins: Origins | None = None) -> None:
         self.H, self.state, self.config = H, state, config.filled()
+        self.origins = origins if origins is not None else Origins()
+        self.origins.add(start_space.dets, "start")
         self.pool = diagonalise(H, start_space.dets, v0=start_space.coefficients)
         self.best = self.pool
         self.step = 0
@@ -110,6 +124,8 @@ class SubspaceDriver(Driver):
 
             extension = extend_by_connection(H, old.dets, old.coefficients, cfg.extend)
             merged, n_ext = merge(H, merged, extension)
+            self.origins.add(extension, "connection")   # first: the network is credited with what growth missed
+        self.origins.add(sampled, "network")
         pool = diagonalise(H, merged, v0=_start_vector(old.coefficients, n_new + n_ext))
         self.pool = truncate(H, pool, cfg.pool)
         if self.pool.energy < self.best.energy:
@@ -123,21 +139,31 @@ class SubspaceDriver(Driver):
                                     max_determinants=cfg.fit_determinants, tail=cfg.fit_tail,
                                     phases={"steps": cfg.phase_steps})
         fit_seconds = time.perf_counter() - t0
+        shares = origin_shares(H, self.pool, self.origins)
+        by_origin = {}
+        for name in ("start", "connection", "network"):   # an origin absent from the pool: weight 0, lowers nothing
+            share = shares.get(name, {})
+            by_origin[f"weight_{name}"] = share.get("weight", 0.0)
+            lowering = share.get("lowering_mha", 0.0)
+            by_origin[f"lowering_{name}_mha"] = math.nan if lowering is None else lowering
         record = CycleRecord(self.step, self.pool.energy, self.best.energy, self.pool.dets.shape[0], batch.n_unique,
                              n_new, n_ext, fidelity, time.perf_counter() - began, sample_seconds, diagonalise_seconds,
-                             fit_seconds)
+                             fit_seconds, **by_origin)
         log.info("subspace cycle %d: E_var = %.10f (best %.10f), pool %d (+%d sampled, +%d by connection), "
-                 "fidelity %.4f, %.1f s", self.step, record.energy, record.best_energy, record.n_pool, n_new, n_ext,
-                 fidelity, record.seconds)
+                 "fidelity %.4f, the network's determinants %.2e of the weight, %.3f mHa, %.1f s", self.step,
+                 record.energy, record.best_energy, record.n_pool, n_new, n_ext, fidelity, record.weight_network,
+                 record.lowering_network_mha, record.seconds)
         self.step += 1
         return record
 
     def state_dict(self) -> dict:
-        return {"step": self.step, "pool": pool_dict(self.pool), "best": pool_dict(self.best)}
+        return {"step": self.step, "pool": pool_dict(self.pool), "best": pool_dict(self.best),
+                "origins": self.origins.state_dict()}
 
     def load_state_dict(self, saved: dict) -> None:
         self.step = int(saved["step"])
         self.pool, self.best = pool_from_dict(saved["pool"]), pool_from_dict(saved["best"])
+        self.origins = Origins.from_state_dict(saved.get("origins"))
 
 
 def pool_dict(pool: SCIState) -> dict:
@@ -185,7 +211,7 @@ def pool_pt2(H: Hamiltonian, pool: SCIState, config: SubspaceConfig, *, seed: in
 
 
 def final_subspace(H: Hamiltonian, state: VariationalState, pool: SCIState | None, config: SubspaceConfig, *,
-                   seed: int = 0) -> tuple[dict, SCIState | None]:
+                   seed: int = 0, origins: Origins | None = None) -> tuple[dict, SCIState | None]:
     """``(fields, space)``: the run's subspace and PT2 energies (``result.json``'s fields) and
     the final space with its ground state (``None`` when there is none): the ground state on
     ``pool`` (the loop's best, or the start's space) merged with ``config.final_samples`` draws
@@ -195,7 +221,9 @@ def final_subspace(H: Hamiltonian, state: VariationalState, pool: SCIState | Non
     sampled determinants the pool lacked), ``subspace_pool_energy`` (the pool's own energy,
     before the network's samples joined; ``None`` without a pool), ``subspace_seconds``, and
     :func:`pool_pt2`'s fields (``energy_pt2`` = ``energy_subspace`` + E2, with its error bar);
-    with ``config.extrapolation``, :func:`extrapolation`'s fields."""
+    with ``config.extrapolation``, :func:`extrapolation`'s fields; ``origins``: per origin of the
+    final space's determinants (``origins`` given, the final samples recorded as
+    ``"final_samples"`` where new) :func:`~nnqs.training.origins.origin_shares`."""
     began = time.perf_counter()
     if config.final_samples:
         space, n_new = subspace_energy(H, state, pool, n_samples=config.final_samples)
@@ -203,9 +231,12 @@ def final_subspace(H: Hamiltonian, state: VariationalState, pool: SCIState | Non
         space, n_new = diagonalise(H, pool.dets, v0=pool.coefficients), 0
     else:
         return {}, None
-    fields = {"energy_subspace": space.energy, "subspace_size": int(space.dets.shape[0]),
+    fields: dict[str, Any] = {"energy_subspace": space.energy, "subspace_size": int(space.dets.shape[0]),
               "subspace_from_network": n_new, "subspace_pool_energy": None if pool is None else float(pool.energy),
               "subspace_seconds": time.perf_counter() - began}
+    if origins is not None:
+        origins.add(space.dets, "final_samples")   # the pool's are recorded: only the new draws are
+        fields["origins"] = origin_shares(H, space, origins)
     log.info("subspace energy: E_var = %.10f on %d determinants (%d from the network's samples)", space.energy,
              fields["subspace_size"], n_new)
     pt2 = pool_pt2(H, space, config, seed=seed)

@@ -53,6 +53,14 @@ def test_the_loop_writes_its_cycles_and_the_result_its_subspace_and_pt2(tmp_path
     assert abs(result["pt2_error_vs_fci_mha"] - 1e3 * (result["energy_pt2"] - fci)) < 1e-9
     saved = json.loads((out / "result.json").read_text())
     assert saved["energy_pt2"] == result["energy_pt2"]
+    # every pool determinant's origin is counted: the cycles' weights and the final space's add up to one
+    for r in rows:
+        weights = [float(r[f"weight_{name}"]) for name in ("start", "connection", "network")]
+        assert abs(sum(weights) - 1) < 1e-9 and weights[0] > 0.5 and weights[1] > 0
+    origins = saved["origins"]
+    assert set(origins) <= {"start", "connection", "network", "final_samples"} and "start" in origins
+    assert abs(sum(o["weight"] for o in origins.values()) - 1) < 1e-9
+    assert sum(o["determinants"] for o in origins.values()) == result["subspace_size"]
     if result["subspace_size"] < H.n_determinants:   # PT2 of that space's ground state, recomputed
         checkpoint = torch.load(out / "checkpoint.pt", weights_only=True)
         pool = checkpoint["subspace"]
