@@ -148,7 +148,7 @@ class VMC(Driver):
             self.step += 1
             return StepRecord(self.step - 1, math.nan, math.nan, math.nan, state.n_samples, 0, lr, math.nan,
                               time.perf_counter() - start, rolled_back=True, method=method)
-        batch = state.sample()
+        batch = state.step_sample()
         sampled = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         evaluation = state.expect(self.H, batch, *state.local_energy_cfg.at(self.step),

@@ -35,8 +35,9 @@ class EnergyEstimate:
 
 
 def sample_weights(batch: SampleBatch, kind: str = "counts", comm: Communicator = LOCAL) -> torch.Tensor:
-    """float64 ``[U]`` weights summing to 1 over all ranks: ``c_u / n_samples`` or renormalised
-    ``|psi|^2`` (normalised over every rank's samples)."""
+    """float64 ``[U]`` weights summing to 1 over all ranks: ``c_u / n_samples``, renormalised
+    ``|psi|^2``, or renormalised ``p(x) / q(x)`` for a draw without replacement (``q``: its
+    ``stats["inclusion"]``); normalised over every rank's samples."""
     if kind == "counts":
         return batch.weights
     if kind == "psi2":
@@ -44,6 +45,11 @@ def sample_weights(batch: SampleBatch, kind: str = "counts", comm: Communicator 
         top = log_prob.max() if log_prob.numel() else log_prob.new_tensor(-math.inf)
         top = comm.all_reduce(top, "max")
         unnormalised = (log_prob - top).exp()
+        return unnormalised / comm.all_reduce(unnormalised.sum())
+    if kind == "priority":   # p(x) / q(x), renormalised (samplers.without_replacement)
+        log_w = batch.log_prob.to(torch.float64) - batch.stats["inclusion"].to(batch.log_prob.device).log()
+        top = log_w.max() if log_w.numel() else log_w.new_tensor(-math.inf)
+        unnormalised = (log_w - comm.all_reduce(top, "max")).exp()
         return unnormalised / comm.all_reduce(unnormalised.sum())
     raise ValueError(f"unknown weights {kind!r}")
 

@@ -62,9 +62,17 @@ class SamplerConfig(Presettable):
             this much once per call and bounds the frontier by it.
         eval_samples: draws for the final energy evaluation (0 = 10 x the last n_samples).
         weights: the samples' weights in the steps' estimates and gradients: ``"counts"``
-            (``c_u / n_samples``) or ``"psi2"`` (``|psi|^2`` renormalised over the unique
+            (``c_u / n_samples``), ``"psi2"`` (``|psi|^2`` renormalised over the unique
             samples; with sampled local energies a step's energy is then the variational energy
-            of psi projected on them). The final evaluation always weighs by counts (unbiased).
+            of psi projected on them) or ``"priority"`` (``draw = "without_replacement"`` only:
+            ``p(x) / q(x)`` renormalised, ``q`` each draw's inclusion probability: the
+            priority-sampling estimate, consistent as the sample grows). The final evaluation
+            always draws with replacement and weighs by counts (unbiased).
+        draw: how a VMC step samples: ``"multinomial"`` (BAS: ``n_samples`` draws with
+            replacement, the unique ones with counts) or ``"without_replacement"`` (``n_samples``
+            distinct configurations, the Gumbel-top-k of :mod:`samplers.without_replacement`; its
+            counts are 1, so ``weights`` must be ``"psi2"`` or ``"priority"``; no ``unique_window``;
+            one process). The subspace loop and the final evaluation always draw multinomially.
 
     ``n_samples``, ``unique_window``, ``eval_samples`` and ``weights`` are the preset's when
     unset (``None``; :class:`Presettable`, values in :attr:`DEFAULTS`).
@@ -80,6 +88,7 @@ class SamplerConfig(Presettable):
     cache_mib: float = DEFAULT_MAX_CACHE_BYTES / 2**20
     eval_samples: int | None = None
     weights: str | None = None
+    draw: str = "multinomial"
 
     def __post_init__(self) -> None:
         if self.n_samples is not None and self.n_samples < 1:
@@ -91,12 +100,23 @@ class SamplerConfig(Presettable):
         if self.max_unique < 0 or (self.eval_samples or 0) < 0 or self.cache_mib <= 0:
             raise InputError(f"max_unique ({self.max_unique}) and eval_samples ({self.eval_samples}) must be "
                              f">= 0 and cache_mib ({self.cache_mib}) > 0")
-        if self.weights not in (None, "counts", "psi2"):
-            raise InputError(f"weights must be 'counts' or 'psi2', got {self.weights!r}")
+        if self.weights not in (None, "counts", "psi2", "priority"):
+            raise InputError(f"weights must be 'counts', 'psi2' or 'priority', got {self.weights!r}")
+        if self.draw not in DRAWS:
+            raise InputError(f"draw must be one of {DRAWS}, got {self.draw!r}")
+        if self.draw == "without_replacement" and (self.weights == "counts" or self.unique_window):
+            raise InputError("draw = 'without_replacement' draws n_samples distinct configurations, each once: "
+                             "it needs weights = 'psi2' or 'priority' and unique_window = []")
+        if self.weights == "priority" and self.draw != "without_replacement":
+            raise InputError("weights = 'priority' needs draw = 'without_replacement' (its inclusion probabilities)")
 
     @property
     def max_cache_bytes(self) -> int:
         return int(self.cache_mib * 2**20)
+
+
+#: How a VMC step samples (:attr:`SamplerConfig.draw`).
+DRAWS = ("multinomial", "without_replacement")
 
 
 @dataclass(frozen=True)

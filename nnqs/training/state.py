@@ -19,12 +19,14 @@ import numpy as np
 import torch
 
 from hamiltonians import LocalEnergyResult, MolecularHamiltonian
+from nnqs.errors import InputError
 from nnqs.parallel.comm import LOCAL, Communicator
 from nnqs.training.estimators import EnergyEstimate, estimate_energy, evaluate_local_energies, sample_weights, vmc_loss
 from nnqs.training.settings import LocalEnergyConfig, SamplerConfig
 from nnqs.wavefunction.model import TransformerWavefunction
 from samplers import SampleBatch, bas, split
 from samplers.tree import Frontier
+from samplers.without_replacement import sample_without_replacement
 
 
 @dataclass
@@ -76,13 +78,21 @@ class VariationalState:
         self.weights: str = sampler.weights   # the steps' weights (the final evaluation weighs by counts)
 
     # -- sampling ------------------------------------------------------------------------
-    def sample(self, n_samples: int | None = None) -> SampleBatch:
+    def sample(self, n_samples: int | None = None, *, draw: str = "multinomial") -> SampleBatch:
         """BAS of ``n_samples`` draws (default :attr:`n_samples`); with several ranks, this
         rank's share of one sample (:mod:`samplers.split`): the top of the tree from the shared
         stream, the rank's subtrees from a stream seeded by a draw from it and the rank; then
-        the unique samples are dealt out evenly (:meth:`_even_out`)."""
+        the unique samples are dealt out evenly (:meth:`_even_out`). ``draw =
+        "without_replacement"``: ``n_samples`` distinct configurations instead
+        (:mod:`samplers.without_replacement`, one process); :meth:`step_sample` draws as
+        ``[sampler] draw`` says."""
         n_samples = self.n_samples if n_samples is None else n_samples
         max_unique, max_cache_bytes = self.sampler_cfg.max_unique or None, self.sampler_cfg.max_cache_bytes
+        if draw == "without_replacement":
+            if self.comm.world_size > 1:
+                raise InputError("[sampler] draw = 'without_replacement' runs on one process")
+            return sample_without_replacement(self.model, n_samples, generator=self.generator,
+                                              max_cache_bytes=max_cache_bytes)
         if self.comm.world_size == 1:
             return bas.sample(self.model, n_samples, generator=self.generator, max_unique=max_unique,
                               max_cache_bytes=max_cache_bytes)
@@ -90,6 +100,10 @@ class VariationalState:
                                    generator=self.generator, rank_generator=self._rank_generator(),
                                    share=self._share_top, max_unique=max_unique, max_cache_bytes=max_cache_bytes)
         return self._even_out(drawn)
+
+    def step_sample(self) -> SampleBatch:
+        """A VMC step's sample: :attr:`n_samples` as ``[sampler] draw`` says."""
+        return self.sample(draw=self.sampler_cfg.draw)
 
     def adapt(self, n_unique: int) -> None:
         """The next ``n_samples`` from the unique count (all ranks') the last sample gave."""
@@ -168,7 +182,7 @@ class VariationalState:
         """:meth:`expect` and the energy gradient, one tensor (or ``None``) per parameter in
         ``model.parameters()`` order; a fresh sample of :attr:`n_samples` when ``batch`` is
         not given. The gradients are left in ``p.grad`` too (cleared first)."""
-        batch = self.sample() if batch is None else batch
+        batch = self.step_sample() if batch is None else batch
         self.model.zero_grad(set_to_none=True)
         evaluation = self.expect(H, batch, mode, threshold, graph=not grad_chunk or batch.n_unique <= grad_chunk)
         self.energy_gradient(batch, evaluation, grad_chunk=grad_chunk)

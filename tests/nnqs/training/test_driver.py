@@ -256,3 +256,28 @@ def test_adamw_then_minsr_schedule():
     assert last_regime_start(OptimConfig(steps=100, method="adamw"), LocalEnergyConfig(coarse_steps=30)) == 30
     with pytest.raises(ValueError, match="adamw_steps"):
         OptimConfig(adamw_steps=-1)
+
+
+@pytest.mark.parametrize("weights", ["psi2", "priority"])
+def test_a_step_drawn_without_replacement_over_the_whole_space_is_exact(small_system, weights):
+    """k past the support: every configuration once, so both weightings are |psi|^2 and the step's
+    energy is the exact Rayleigh quotient; with fewer, k distinct configurations."""
+    from nnqs.errors import InputError
+
+    H, dense, tokens = small_system
+    model = make_model(4, 2, 1, seed=3)
+    exact = float(rayleigh_quotient(model, dense, tokens))
+    sampler = SamplerConfig(n_samples=10 * tokens.shape[0], unique_window=(), weights=weights,
+                            draw="without_replacement")
+    trainer = build_vmc(model, H, OptimConfig(steps=2, method="adamw", lr=1e-3, warmup=0), sampler,
+                        LocalEnergyConfig(mode="exact"), seed=0)
+    record = trainer.train_step()
+    assert record.n_unique == tokens.shape[0] and abs(record.energy - exact) < 1e-12
+    trainer.state.n_samples = 5
+    batch = trainer.state.step_sample()
+    assert batch.n_unique == 5 and torch.unique(batch.tokens, dim=0).shape[0] == 5
+    for bad in ({"weights": "counts"}, {"weights": "psi2", "unique_window": (10, 20)}):
+        with pytest.raises(InputError, match="without_replacement"):
+            SamplerConfig(draw="without_replacement", **bad)
+    with pytest.raises(InputError, match="priority"):
+        SamplerConfig(weights="priority")
