@@ -12,7 +12,8 @@ Rules:
   exactly the ancestors of the ``k`` largest configurations. Masked tokens (``p = 0``) are never
   taken; when the valid space has at most ``k`` configurations, all of them come back.
 * At most ``k`` rows of decoder state live at once (one ``decode_step`` per depth on the cache,
-  then a gather of the kept rows); random numbers are one uniform per (row, token) per depth.
+  then a gather of the kept rows); random numbers are one uniform for the root's Gumbel, then one
+  per (row, token) per depth.
 * The batch's ``counts`` are 1 and ``n_samples`` is the number drawn. ``stats["threshold"]`` is
   ``kappa``, the ``(k + 1)``-th largest ``G`` over the whole space (the largest ``G`` of any
   prefix the beam discarded, at any depth; ``-inf`` when every configuration was drawn), and
@@ -79,7 +80,10 @@ def sample_without_replacement(model: AutoregressiveModel, k: int, *, generator:
     decoder = CachedDecoder(model, k)
     prefix = torch.zeros(1, 0, dtype=torch.long, device=device)
     log_prob = torch.zeros(1, dtype=torch.float64, device=device)
-    gumbel = torch.zeros(1, dtype=torch.float64, device=device)   # the root's G (any value: shifts every G)
+    # the root's G = log p(root) + Gumbel = a Gumbel: drawn, not fixed (fixing it would condition the
+    # process on its maximum and bias kappa, hence q(x); the order of the draws would not change)
+    root = torch.rand(1, generator=generator, dtype=torch.float64, device=device)
+    gumbel = -torch.log(-torch.log(root.clamp(min=1e-300)))
     decoder.resume(prefix)
     threshold = -math.inf
     n = model.n_orbitals

@@ -203,6 +203,7 @@ class NNQS:
             torch.set_num_threads(self.config.run.threads)  # PySCF's OpenMP follows it
         torch.manual_seed(self.config.run.seed)
         self.system = system
+        self.resumed, self.pool, self.origins, self.result = checkpoint is not None, None, Origins(), None
         H = system.hamiltonian.to(device=self.config.run.device)
         self.config, self.preset = resolve(self.config, H.n_determinants, 2 * H.n_orbitals, checkpoint=checkpoint)
         if checkpoint is not None:

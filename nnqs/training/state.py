@@ -150,7 +150,10 @@ class VariationalState:
                                          comm=self.comm)
         seconds = time.perf_counter() - start
         w = sample_weights(batch, weights or self.weights, self.comm).to(result.e_loc.device)
-        estimate = estimate_energy(result.e_loc, w, batch.n_samples, self.comm, result.draw_variance)
+        n = batch.n_samples
+        if "inclusion" in batch.stats:   # k distinct, unequally weighted rows: Kish's effective sample size
+            n = max(1, int(1.0 / float(self.comm.all_reduce((w * w).sum()))))
+        estimate = estimate_energy(result.e_loc, w, n, self.comm, result.draw_variance)
         return Evaluation(log_psi, w, estimate, result, seconds)
 
     def energy_gradient(self, batch: SampleBatch, evaluation: Evaluation, *, grad_chunk: int = 0) -> torch.Tensor:

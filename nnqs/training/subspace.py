@@ -234,8 +234,8 @@ def final_subspace(H: Hamiltonian, state: VariationalState, pool: SCIState | Non
     fields: dict[str, Any] = {"energy_subspace": space.energy, "subspace_size": int(space.dets.shape[0]),
               "subspace_from_network": n_new, "subspace_pool_energy": None if pool is None else float(pool.energy),
               "subspace_seconds": time.perf_counter() - began}
-    if origins is not None:
-        origins.add(space.dets, "final_samples")   # the pool's are recorded: only the new draws are
+    if origins is not None:   # the pool's rows come first (merge); only the draws it lacked are the final samples'
+        origins.add(space.dets[0 if pool is None else pool.size:], "final_samples")
         fields["origins"] = origin_shares(H, space, origins)
     log.info("subspace energy: E_var = %.10f on %d determinants (%d from the network's samples)", space.energy,
              fields["subspace_size"], n_new)

@@ -76,6 +76,12 @@ def test_the_priority_sampling_estimate_is_unbiased():
     z = (estimates.mean() - truth) / (estimates.std(ddof=1) / np.sqrt(len(estimates)))
     assert abs(z) < 4, z
     assert scipy.stats.ttest_1samp(estimates, truth).pvalue > 1e-4
+    # unnormalised, f = 1: sum p/q over the draw estimates 1 (a root Gumbel fixed at 0 gave 0.71 at k = 1)
+    for k in (1, 2):
+        totals = np.array([float((b.log_prob.exp() / b.stats["inclusion"]).sum())
+                           for b in (sample_without_replacement(model, k, generator=gen) for _ in range(3000))])
+        z = (totals.mean() - 1) / (totals.std(ddof=1) / np.sqrt(len(totals)))
+        assert abs(z) < 4, (k, totals.mean(), z)
 
 
 def test_inclusion_probability_and_bad_input():

@@ -98,3 +98,16 @@ def test_the_runs_fields_are_the_pool_energy_and_its_pt2(pt2):
     assert fields["energy_extrapolated"] == fit["energy"] and fields["energy_extrapolated_stderr"] == fit["stderr"]
     assert "energy_extrapolated" not in final_subspace(H, state(), start, SubspaceConfig(final_samples=0, extrapolation=()))[0]
     assert math.isfinite(fields["subspace_seconds"])
+
+
+def test_the_final_samples_are_only_the_draws_the_pool_lacked():
+    """With origins that never saw the pool (a checkpoint from before they were kept), the pool's
+    determinants stay unknown and only the network's new draws count as its final samples."""
+    from nnqs.training.origins import Origins
+
+    pool = cisd(H)
+    origins = Origins()
+    fields, space = final_subspace(H, state(), pool, SubspaceConfig(final_samples=2000, pt2="none"), origins=origins)
+    shares = fields["origins"]
+    assert shares["unknown"]["determinants"] == pool.size
+    assert shares.get("final_samples", {"determinants": 0})["determinants"] == fields["subspace_from_network"]
