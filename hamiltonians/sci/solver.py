@@ -24,7 +24,7 @@ import torch
 from hamiltonians.protocol import Hamiltonian
 from hamiltonians.sci.diagonalise import diagonalise, truncate
 from hamiltonians.sci.grow import SELECTIONS, grow, with_symmetry_partners
-from hamiltonians.sci.spaces import cas_determinants, casci, ci_state, cisd, cisd_cas, singles_doubles
+from hamiltonians.sci.spaces import cas_determinants, ci_state, singles_doubles
 from hamiltonians.sci.state import SCIState
 
 __all__ = ["SelectedCI", "PT2_MODES", "STARTS"]
@@ -139,16 +139,10 @@ class SelectedCI:
 
     def initial_state(self, H: Hamiltonian, dets=None) -> SCIState:
         """The first space's ground state (or ``nroots`` roots): ``dets`` if given, else ``start``."""
-        if dets is None and self.nroots == 1 and not self.spin_shift and not self.with_spin:
-            hf = H.aufbau_occupation().to(torch.uint8).cpu()
-            if self.start == "hf":
-                return ci_state(H, hf[None], hf)
-            if self.start == "cisd":
-                return cisd(H, hf)
-            assert self.cas is not None, "start = casci / cisd_cas needs cas (see check)"
-            return (casci if self.start == "casci" else cisd_cas)(H, *self.cas)
         if dets is None:
-            dets = _start_dets(self, H)
+            dets, reference = _start_space(self, H)
+            if self.nroots == 1 and not self.spin_shift and not self.with_spin:
+                return ci_state(H, dets, reference)   # a CI space: the reference first and positive
         dets = torch.as_tensor(dets).to(torch.uint8).cpu()
         if self.nroots > 1:
             dets = with_symmetry_partners(H, dets)
@@ -248,13 +242,14 @@ class SelectedCI:
         return f"SelectedCI({energy}, select={self.select!r}, max_size={self.max_size})"
 
 
-def _start_dets(solver: SelectedCI, H: Hamiltonian) -> torch.Tensor:
-    """The determinants of ``solver.start``'s space (for several roots or a spin penalty)."""
+def _start_space(solver: SelectedCI, H: Hamiltonian) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(dets, reference)``: the determinants of ``solver.start``'s space and its HF determinant
+    (:mod:`hamiltonians.sci.spaces`' constructions)."""
     hf = H.aufbau_occupation().to(torch.uint8).cpu()
     if solver.start == "hf":
-        return hf[None]
+        return hf[None], hf
     if solver.start == "cisd":
-        return singles_doubles(H, hf)
+        return singles_doubles(H, hf), hf
     assert solver.cas is not None, "start = casci / cisd_cas needs cas (see SelectedCI.check)"
     dets, ref = cas_determinants(H, *solver.cas)
-    return dets if solver.start == "casci" else torch.cat((singles_doubles(H, ref), dets))
+    return (dets if solver.start == "casci" else torch.cat((singles_doubles(H, ref), dets))), ref

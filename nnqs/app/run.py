@@ -33,7 +33,6 @@ from nnqs.app.system import System, complete_references, run_system
 from nnqs.app.trained import SUBSPACE_FILE, save_subspace
 from nnqs.parallel.comm import LOCAL, Communicator
 from nnqs.training.convergence import variance_extrapolation
-from nnqs.training.subspace import pool_dict
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +170,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
                               target=target, comm=comm, metrics=metrics, payload=lambda: {
                                   "config": config.to_dict(), "p_hf": solver.start_p_hf, "start": solver.start_summary,
                                   "preset": solver.preset,
-                                  "subspace": pool_dict(solver.pool) if solver.pool is not None else None,
+                                  "subspace": solver.pool.to_dict() if solver.pool is not None else None,
                                   "origins": solver.origins.state_dict(),
                                   **solver.clock.times()})
     bar = tqdm(total=config.optim.steps, initial=driver.step, disable=not progress, desc=config.molecule.name,

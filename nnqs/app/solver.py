@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from hamiltonians.protocol import Hamiltonian
+from hamiltonians.sci.diagonalise import diagonalise
+from hamiltonians.sci.state import SCIState
 from nnqs.app.presets import log_preset, resolve
 from nnqs.app.provenance import provenance
 from nnqs.app.references import reference_fields
@@ -39,13 +41,12 @@ from nnqs.training.driver import build_vmc
 from nnqs.training.evaluation import final_evaluation, p_hf
 from nnqs.training.memory import available_memory, check_memory, gib, plan_memory
 from nnqs.training.settings import last_regime_start
-from nnqs.training.start import Start
 from nnqs.training.origins import Origins
-from nnqs.training.subspace import SubspaceDriver, final_subspace, pool_from_dict
+from nnqs.training.start import Start
+from nnqs.training.subspace import SubspaceDriver, final_subspace, join
 
 if TYPE_CHECKING:
     from hamiltonians.molecular import MolecularHamiltonian
-    from hamiltonians.sci.state import SCIState
     from nnqs.training.driver import VMC
     from nnqs.wavefunction.model import TransformerWavefunction
 
@@ -226,7 +227,7 @@ class NNQS:
                 raise ConfigError(f"--resume: {checkpoint_path} does not match this config ({first})") from None
             log.info("resumed from %s at step %d", checkpoint_path, self.driver.step)
             self.start_p_hf, self.start_summary = float(checkpoint["p_hf"]), checkpoint.get("start")
-            self.pool = pool_from_dict(checkpoint["subspace"]) if checkpoint.get("subspace") else None
+            self.pool = SCIState.from_dict(checkpoint["subspace"]) if checkpoint.get("subspace") else None
             self.origins = Origins.from_state_dict(checkpoint.get("origins"))
             self.resumed = True
         return self
@@ -252,7 +253,7 @@ class NNQS:
 
             dets = occupations_in_order(torch.as_tensor(getattr(initial_pool, "dets", initial_pool)).to(torch.uint8)
                                         .cpu(), system.order)
-            pool = _joined(driver.H, pool, dets)
+            pool = diagonalise(driver.H, dets) if pool is None else join(driver.H, pool, dets)[0]
             self.origins.add(dets, "start")   # what a warm start is given counts as the start
         self.pool = pool
         if self.config.subspace.cycles:
@@ -348,8 +349,6 @@ class NNQS:
     def _subspace_loop(self, pool, callbacks: Sequence):
         """The loop after the start; the network it fitted becomes VMC's start. Returns the best
         pool. One process only (its diagonalisations are not split)."""
-        from hamiltonians.sci.diagonalise import diagonalise
-
         if self.comm.world_size > 1:
             raise ConfigError("[subspace] cycles runs on one process (its diagonalisation is not split over ranks)")
         system, _, driver = self._prepared()
@@ -361,19 +360,6 @@ class NNQS:
         loop.run(cycles, list(callbacks))
         driver.guard.mark_good()   # the fitted network is VMC's start
         return loop.best
-
-
-def _joined(H: Hamiltonian, pool, dets: torch.Tensor):
-    """``pool`` (a state, or ``None``) with the determinants ``dets`` (uint8 ``[D, 2N]``) joined
-    and the ground state re-solved, warm-started from ``pool``."""
-    from hamiltonians.sci.diagonalise import diagonalise
-    from hamiltonians.sci.state import merge
-
-    if pool is None:
-        return diagonalise(H, dets)
-    merged, n_new = merge(H, pool.dets, torch.as_tensor(dets))
-    v0 = torch.cat((pool.coefficients.double(), torch.zeros(n_new, dtype=torch.float64)))
-    return diagonalise(H, merged, v0=v0 + 1e-8 * (v0 == 0))
 
 
 def _check_steps(config: RunConfig, state: dict, path, extend: bool) -> None:

@@ -157,23 +157,13 @@ class SubspaceDriver(Driver):
         return record
 
     def state_dict(self) -> dict:
-        return {"step": self.step, "pool": pool_dict(self.pool), "best": pool_dict(self.best),
+        return {"step": self.step, "pool": self.pool.to_dict(), "best": self.best.to_dict(),
                 "origins": self.origins.state_dict()}
 
     def load_state_dict(self, saved: dict) -> None:
         self.step = int(saved["step"])
-        self.pool, self.best = pool_from_dict(saved["pool"]), pool_from_dict(saved["best"])
+        self.pool, self.best = SCIState.from_dict(saved["pool"]), SCIState.from_dict(saved["best"])
         self.origins = Origins.from_state_dict(saved.get("origins"))
-
-
-def pool_dict(pool: SCIState) -> dict:
-    """A pool as plain tensors and numbers (a checkpoint's ``weights_only`` load reads it back)."""
-    return pool.to_dict()
-
-
-def pool_from_dict(saved: dict) -> SCIState:
-    """The pool :func:`pool_dict` saved."""
-    return SCIState.from_dict(saved)
 
 
 def subspace_energy(H: Hamiltonian, state: VariationalState, pool: SCIState | None = None, *,
@@ -189,7 +179,13 @@ def subspace_energy(H: Hamiltonian, state: VariationalState, pool: SCIState | No
             log_psi = state.model.log_psi(batch.tokens)
         amplitude = torch.exp(log_psi.real.double().cpu()) * torch.cos(log_psi.imag.double().cpu())
         return diagonalise(H, sampled, v0=amplitude), int(sampled.shape[0])
-    merged, n_new = merge(H, pool.dets, sampled)
+    return join(H, pool, sampled)
+
+
+def join(H: Hamiltonian, pool: SCIState, dets: torch.Tensor) -> tuple[SCIState, int]:
+    """``(state, n_new)``: the ground state on ``pool``'s determinants (kept first) with the rows of
+    ``dets`` it lacks appended, Lanczos warm-started from ``pool``'s vector; ``n_new`` rows were new."""
+    merged, n_new = merge(H, pool.dets, dets)
     return diagonalise(H, merged, v0=_start_vector(pool.coefficients, n_new)), n_new
 
 

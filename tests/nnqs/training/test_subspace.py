@@ -11,10 +11,11 @@ from hamiltonians.sci.spaces import cisd
 from hamiltonians.exact import ground_state_energy
 from hamiltonians.sci.pt2 import en_pt2
 from hamiltonians.sci.diagonalise import diagonalise
+from hamiltonians.sci.state import SCIState
 from nnqs.training.settings import SamplerConfig
 from nnqs.training.state import VariationalState
-from nnqs.training.subspace import (SubspaceConfig, SubspaceDriver, final_subspace, merge, pool_dict,
-                                    pool_from_dict, subspace_energy)
+from nnqs.training.subspace import (SubspaceConfig, SubspaceDriver, final_subspace, merge,
+                                    subspace_energy)
 from tests.models import make_model
 from tests.systems import random_hamiltonian
 
@@ -57,7 +58,7 @@ def test_the_loop_never_ends_above_its_first_pool_and_reaches_fci_on_the_whole_s
     whole = SubspaceDriver(H, state(), SubspaceConfig(extend=1000, n_samples=10, fit_steps=0, pool=10**6), start)
     whole.run(3)
     assert whole.best.dets.shape[0] == H.n_determinants and abs(whole.best.energy - fci) < 1e-10
-    saved = pool_from_dict(pool_dict(loop.best))
+    saved = SCIState.from_dict(loop.best.to_dict())
     assert saved.energy == loop.best.energy and torch.equal(saved.dets, loop.best.dets)
 
 
