@@ -16,11 +16,16 @@ from typing import Callable
 __all__ = ["durable_write", "fsync_folder"]
 
 
-def durable_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
+def durable_write(path: str | os.PathLike, write: Callable[[str], None], *,
+                  previous: str | os.PathLike | None = None) -> None:
     """Call ``write(tmp_path)`` on a temporary file beside ``path``, ``fsync`` it, rename it to
     ``path`` and ``fsync`` the folder. The finished file gets the user's mode (``0666`` less
     the umask; the temporary file is ``0600``). On any error the temporary file is removed and
-    ``path`` keeps its old content; an ``OSError`` (a full disk) names ``path``."""
+    ``path`` keeps its old content; an ``OSError`` (a full disk) names ``path``.
+
+    ``previous``: the old ``path`` (if any) is renamed to it just before the new file takes its
+    place, once the new one is on the disk: two generations, the last durable one kept until the
+    next is (a crash between the two renames leaves only ``previous``)."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
@@ -33,6 +38,8 @@ def durable_write(path: str | os.PathLike, write: Callable[[str], None]) -> None
         finally:
             os.close(fd)
         os.chmod(tmp, 0o666 & ~_umask())
+        if previous is not None and os.path.exists(path):
+            os.replace(path, os.fspath(previous))
         os.replace(tmp, path)
     except BaseException as error:
         if os.path.exists(tmp):

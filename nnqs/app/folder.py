@@ -24,7 +24,8 @@ from nnqs.app.runconfig import ConfigError
 log = logging.getLogger(__name__)
 
 #: The files a run writes; one of them present means the folder holds a run.
-RUN_OUTPUTS = ("checkpoint.pt", "metrics.csv", "result.json", "convergence.png", "hamiltonian.fcidump",
+RUN_OUTPUTS = ("checkpoint.pt", "checkpoint.prev.pt", "metrics.csv", "result.json", "convergence.png",
+               "hamiltonian.fcidump",
                "analysis.json", "provenance.json")
 LOCK, OWNER = ".nnqs.lock", ".nnqs.owner"
 

@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 
 from nnqs.app.folder import FolderInUse, claim_run_folder
-from nnqs.app.io import load_checkpoint
+from nnqs.app.io import has_checkpoint, load_checkpoint
 from nnqs.app.references import reference_fields
 from nnqs.app.report import MetricsLog, write_result
 from nnqs.app.runconfig import ConfigError, RunConfig, config_from_dict
@@ -58,7 +58,7 @@ def _config_of_run(out: Path) -> RunConfig:
         if path.is_file():
             with contextlib.suppress(ValueError, KeyError, TypeError, IndexError, ConfigError):
                 return config_from_dict(read(path.read_text()))
-    if (out / "checkpoint.pt").is_file():
+    if has_checkpoint(out / "checkpoint.pt"):
         with contextlib.suppress(KeyError, TypeError, ConfigError):
             return config_from_dict({"molecule": load_checkpoint(out / "checkpoint.pt")["config"]["molecule"]})
     raise ConfigError(f"{out}: no nnqs run there (no result.json, provenance.json or checkpoint.pt with its config)")

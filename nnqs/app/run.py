@@ -6,7 +6,9 @@ with the callbacks that write files (:mod:`nnqs.app.callbacks`, :mod:`nnqs.app.s
 result written. Into the output folder: ``hamiltonian.fcidump`` (the integrals trained on),
 ``provenance.json`` (the code and config of each session of the run), ``metrics.csv`` (one row per
 step), ``subspace.csv`` (the loop's cycles), ``checkpoint.pt`` (atomic; ``--resume`` continues
-from it exactly), ``subspace.npz``, ``convergence.png`` and ``result.json``.
+from it exactly; the generation before it is kept as ``checkpoint.prev.pt``, which a resume
+falls back to when the last one is unreadable), ``subspace.npz``, ``convergence.png`` and
+``result.json``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from tqdm.auto import tqdm
 
 from nnqs.app.callbacks import Checkpoints, CycleLog, Progress
 from nnqs.app.folder import claim_run_folder
-from nnqs.app.io import load_checkpoint, write_json
+from nnqs.app.io import has_checkpoint, load_checkpoint, write_json
 from nnqs.app.provenance import provenance
 from nnqs.app.references import reference_fields
 from nnqs.app.report import MetricsLog, write_result
@@ -117,7 +119,7 @@ def _molecule_only(molecule: dict) -> dict:
 
 
 def _read_checkpoint(config: RunConfig, ckpt_path: Path) -> dict:
-    if not ckpt_path.exists():
+    if not has_checkpoint(ckpt_path):
         raise ConfigError(f"--resume: no checkpoint at {ckpt_path}")
     state = load_checkpoint(ckpt_path, map_location="cpu")
     _check_resumable(config, state, ckpt_path)

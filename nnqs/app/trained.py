@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from hamiltonians.determinants import occupations_in_order
-from nnqs.app.io import atomic_write, load_checkpoint
+from nnqs.app.io import atomic_write, has_checkpoint, load_checkpoint
 from nnqs.app.runconfig import ConfigError, RunConfig, config_from_dict
 from nnqs.app.system import System, build_model, run_system
 from nnqs.wavefunction.model import TransformerWavefunction
@@ -48,7 +48,7 @@ def load_trained(run_dir: str | Path) -> TrainedRun:
         ConfigError: no checkpoint, or one that lacks what is needed (one line, the path named).
     """
     path = Path(run_dir) / "checkpoint.pt"
-    if not path.is_file():
+    if not has_checkpoint(path):
         raise ConfigError(f"{path}: no checkpoint (run `nnqs run ... --out {run_dir}` first)")
     state = load_checkpoint(path, map_location="cpu")
     try:

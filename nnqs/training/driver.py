@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 class StepRecord:
     """One VMC step, as written to ``metrics.csv``.
 
-    ``seconds`` is the whole step; ``sample_seconds`` (BAS), ``local_energy_seconds`` (the
+    ``seconds`` is the whole step; ``sample_seconds`` (BAS and ``[sampler] augment``), ``local_energy_seconds`` (the
     connections and their amplitudes) and ``update_seconds`` (``log psi`` with gradients, the
     gradient or minSR solve, the optimiser) split it. ``kept_fraction``: the share of connected
     elements that entered the local energies (1 in exact mode); ``n_amplitudes``: connected
@@ -120,6 +120,7 @@ class VMC(Driver):
         if optim.method == "minsr":
             self.optimizers["minsr"] = torch.optim.SGD(model.parameters(), lr=optim.lr)
         self.step = 0
+        self.last_energy: float | None = None   # the last finite step's (the augmentation's gaps)
         self.guard = RollBack(model, self.optimizers)
 
     @property
@@ -148,20 +149,21 @@ class VMC(Driver):
             self.step += 1
             return StepRecord(self.step - 1, math.nan, math.nan, math.nan, state.n_samples, 0, lr, math.nan,
                               time.perf_counter() - start, rolled_back=True, method=method)
-        batch = state.step_sample()
+        batch = state.augmented(self.H, state.step_sample(), self.last_energy)
         sampled = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         evaluation = state.expect(self.H, batch, *state.local_energy_cfg.at(self.step),
-                                  graph=preconditioner.needs_graph(batch.n_unique))
+                                  graph=preconditioner.needs_graph(batch.n_unique), fresh=True)
         direction = preconditioner(state, batch, evaluation)
         direction.apply(model)
         est = evaluation.estimate
-        clip = self.optim_cfg.clip or float("inf")
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
+        grad_norm = limit_norm(model.parameters(), self.optim_cfg.clip,
+                               normalize=self.optim_cfg.normalize and preconditioner.optimizer == "adamw")
         finite = math.isfinite(est.energy) and math.isfinite(grad_norm) and math.isfinite(float(direction.check))
         if finite:
             self.guard.mark_good()  # these weights gave a finite energy and gradient
             optimizer.step()
+            self.last_energy = est.energy
         else:
             self.guard.roll_back(self.step)
         end = time.perf_counter()
@@ -176,7 +178,7 @@ class VMC(Driver):
                             update_seconds=end - sampled - evaluation.local_energy_seconds,
                             sample_space_energy=sample_space_energy(le.e_loc_sampled, batch, self.comm)
                             if le.e_loc_sampled is not None else math.nan)
-        state.adapt(n_unique)  # the global unique count
+        state.adapt(n_unique - batch.stats.get("augmented", 0))  # the global unique count drawn
         self.step += 1
         return record
 
@@ -189,7 +191,8 @@ class VMC(Driver):
     # -- checkpoints ---------------------------------------------------------------------
     def state_dict(self) -> dict:
         return {"model": self.model.state_dict(), "optimizers": optimizer_states(self.optimizers),
-                **self.state.state_dict(), "step": self.step, "lr_scale": self.guard.lr_scale}
+                **self.state.state_dict(), "step": self.step, "lr_scale": self.guard.lr_scale,
+                "last_energy": self.last_energy}
 
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
@@ -197,7 +200,22 @@ class VMC(Driver):
         self.state.load_state_dict(state)
         self.step = int(state["step"])
         self.guard.lr_scale = float(state["lr_scale"])
+        self.last_energy = state.get("last_energy")   # absent before [sampler] augment
         self.guard.mark_good()
+
+
+def limit_norm(parameters, clip: float, *, normalize: bool = False) -> float:
+    """Clip the gradients in ``p.grad`` to total norm ``clip`` (0: no clipping) or, with
+    ``normalize``, scale them to norm ``clip`` (1 when 0) whatever their norm; returns the norm
+    before (non-finite gradients are left alone: the caller rolls the step back)."""
+    parameters = [p for p in parameters if p.grad is not None]
+    if not normalize:
+        return float(torch.nn.utils.clip_grad_norm_(parameters, clip or float("inf")))
+    norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad.double()) for p in parameters])))
+    if math.isfinite(norm) and norm > 0:
+        for p in parameters:
+            p.grad.mul_((clip or 1.0) / norm)
+    return norm
 
 
 def build_vmc(model, H: MolecularHamiltonian, optim: OptimConfig, sampler: SamplerConfig,

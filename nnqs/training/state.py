@@ -21,6 +21,7 @@ import torch
 from hamiltonians import LocalEnergyResult, MolecularHamiltonian
 from nnqs.errors import InputError
 from nnqs.parallel.comm import LOCAL, Communicator
+from nnqs.training.augment import augment
 from nnqs.training.estimators import EnergyEstimate, estimate_energy, evaluate_local_energies, sample_weights, vmc_loss
 from nnqs.training.settings import LocalEnergyConfig, SamplerConfig
 from nnqs.wavefunction.model import TransformerWavefunction
@@ -105,6 +106,18 @@ class VariationalState:
         """A VMC step's sample: :attr:`n_samples` as ``[sampler] draw`` says."""
         return self.sample(draw=self.sampler_cfg.draw)
 
+    def augmented(self, H: MolecularHamiltonian, batch: SampleBatch, energy: float | None = None) -> SampleBatch:
+        """``batch`` (drawn from the model as it is now) with ``[sampler] augment``
+        configurations added (:func:`nnqs.training.augment.augment`; ``energy``: the last
+        step's, for the second-order energies' gaps); ``batch`` itself when that is 0."""
+        if not self.sampler_cfg.augment:
+            return batch
+        if self.comm.world_size > 1:
+            raise InputError("[sampler] augment runs on one process")
+        with torch.no_grad():
+            log_psi = self.model.log_psi_given(batch.tokens, batch.log_prob)
+        return augment(self.model, H, batch, log_psi, self.sampler_cfg.augment, energy=energy)
+
     def adapt(self, n_unique: int) -> None:
         """The next ``n_samples`` from the unique count (all ranks') the last sample gave."""
         if self.window is not None:
@@ -134,16 +147,24 @@ class VariationalState:
 
     # -- expectation values --------------------------------------------------------------
     def expect(self, H: MolecularHamiltonian, batch: SampleBatch, mode: str | None = None, threshold: float | None = None,
-               *, graph: bool = True, weights: str | None = None) -> Evaluation:
+               *, graph: bool = True, weights: str | None = None, fresh: bool = False) -> Evaluation:
         """The energy of ``H`` on ``batch``: ``log psi`` (with its graph unless ``graph`` is
         false), ``E_loc`` in ``mode`` at ``threshold`` (default: the fine ones of
         :attr:`local_energy_cfg`), the weights (``weights``, default ``[sampler] weights``) and
-        the estimate (with several ranks: this rank's samples, the estimate over all of them)."""
+        the estimate (with several ranks: this rank's samples, the estimate over all of them).
+
+        ``fresh``: ``batch`` was drawn from the model as it is now, so without a graph its
+        ``log p`` is the sampler's (:meth:`TransformerWavefunction.log_psi_given`) and no
+        full pass is spent on it."""
         cfg = self.local_energy_cfg
         if mode is None:
             mode, threshold = cfg.fine
-        with torch.set_grad_enabled(graph and torch.is_grad_enabled()):
-            log_psi = self.model.log_psi(batch.tokens)
+        graph = graph and torch.is_grad_enabled()
+        with torch.set_grad_enabled(graph):
+            if fresh and not graph:
+                log_psi = self.model.log_psi_given(batch.tokens, batch.log_prob)
+            else:
+                log_psi = self.model.log_psi(batch.tokens)
         start = time.perf_counter()
         result = evaluate_local_energies(self.model, H, batch.tokens, log_psi, mode, threshold=threshold or 0.0,
                                          amplitudes=cfg.amplitudes, draws=cfg.draws, generator=self.draw_generator,
@@ -185,9 +206,11 @@ class VariationalState:
         """:meth:`expect` and the energy gradient, one tensor (or ``None``) per parameter in
         ``model.parameters()`` order; a fresh sample of :attr:`n_samples` when ``batch`` is
         not given. The gradients are left in ``p.grad`` too (cleared first)."""
+        fresh = batch is None
         batch = self.step_sample() if batch is None else batch
         self.model.zero_grad(set_to_none=True)
-        evaluation = self.expect(H, batch, mode, threshold, graph=not grad_chunk or batch.n_unique <= grad_chunk)
+        evaluation = self.expect(H, batch, mode, threshold, graph=not grad_chunk or batch.n_unique <= grad_chunk,
+                                 fresh=fresh)
         self.energy_gradient(batch, evaluation, grad_chunk=grad_chunk)
         return evaluation, [p.grad for p in self.model.parameters()]
 

@@ -200,6 +200,15 @@ class TransformerWavefunction(nn.Module):
             check_tokens(tokens, self.n_orbitals)
         return torch.complex(0.5 * self.log_prob(tokens, validate=False), self.phase(tokens, validate=False))
 
+    def log_psi_given(self, tokens: torch.Tensor, log_prob: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
+        """``log psi(x)`` ``[B]`` from a known ``log p(x)`` ``[B]`` (e.g. the sampler's, accumulated
+        from the cached conditionals, which equal the full pass's to rounding): only the phase
+        is computed, so no Transformer pass is spent."""
+        if validate:
+            check_tokens(tokens, self.n_orbitals)
+        log_prob = log_prob.to(device=self.device, dtype=self.dtype)
+        return torch.complex(0.5 * log_prob, self.phase(tokens, validate=False))
+
     def forward(self, tokens: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
         """``log psi(x)`` (so ``model(x)`` and ``torch.func.functional_call`` give log psi)."""
         return self.log_psi(tokens, validate=validate)

@@ -19,7 +19,7 @@ from nnqs.training.settings import LocalEnergyConfig, OptimConfig, SamplerConfig
 from tests.models import make_model
 from tests.nnqs.training.conftest import rayleigh_quotient
 from tests.systems import random_hamiltonian
-from nnqs.training.driver import learning_rate, method_at
+from nnqs.training.driver import learning_rate, limit_norm, method_at
 from nnqs.training.settings import last_regime_start
 
 
@@ -281,3 +281,42 @@ def test_a_step_drawn_without_replacement_over_the_whole_space_is_exact(small_sy
             SamplerConfig(draw="without_replacement", **bad)
     with pytest.raises(InputError, match="priority"):
         SamplerConfig(weights="priority")
+
+
+def test_limit_norm_clips_or_normalises():
+    """Clipping leaves a small gradient alone; ``normalize`` scales any gradient to norm ``clip``
+    (1 when clip is 0); both return the norm before."""
+    def grads(scale):
+        params = [torch.nn.Parameter(torch.zeros(3, dtype=torch.float64)), torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))]
+        params[0].grad = scale * torch.tensor([1.0, 2.0, 2.0], dtype=torch.float64)
+        params[1].grad = scale * torch.tensor([0.0, 0.0], dtype=torch.float64)
+        return params
+
+    def norm(params):
+        return math.sqrt(sum(float((p.grad ** 2).sum()) for p in params))
+
+    small, large = grads(0.01), grads(10.0)
+    assert limit_norm(small, 1.0) == pytest.approx(0.03, abs=1e-15) and norm(small) == pytest.approx(0.03, abs=1e-15)
+    assert limit_norm(large, 1.0) == pytest.approx(30.0) and norm(large) == pytest.approx(1.0, abs=1e-7)  # torch adds 1e-6
+    for clip, target in ((1.0, 1.0), (0.5, 0.5), (0.0, 1.0)):
+        small = grads(0.01)
+        assert limit_norm(small, clip, normalize=True) == pytest.approx(0.03, abs=1e-15)
+        assert norm(small) == pytest.approx(target, abs=1e-12)
+    zero = grads(0.0)
+    assert limit_norm(zero, 1.0, normalize=True) == 0.0 and norm(zero) == 0.0
+
+
+@pytest.mark.parametrize("method", ["adamw", "sr_top", "minsr"])
+def test_normalize_gives_every_adamw_step_one_norm(method):
+    """With ``[optim] normalize`` the direction AdamW applies has norm ``clip`` every step (the
+    step's record keeps the norm before); minSR's SGD step is only clipped."""
+    H = random_hamiltonian(5, 2, 2, seed=3)
+    optim = OptimConfig(steps=3, method=method, adamw_steps=0, lr=1e-3, warmup=0, sr_top=4, clip=0.25, normalize=True)
+    vmc = build_vmc(make_model(5, 2, 2, seed=1), H, optim, SamplerConfig(n_samples=500, unique_window=()), seed=0)
+    for _ in range(3):
+        record = vmc.train_step()
+        after = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in vmc.model.parameters() if p.grad is not None))
+        if method == "minsr":
+            assert after <= 0.25 + 1e-12
+        else:
+            assert after == pytest.approx(0.25, rel=1e-9) and record.grad_norm != pytest.approx(0.25, rel=1e-3)

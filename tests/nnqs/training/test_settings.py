@@ -41,7 +41,8 @@ def test_optim_config_holds_only_the_update_rules():
     from dataclasses import fields
 
     assert {f.name for f in fields(OptimConfig)} == {
-        "steps", "lr", "warmup", "final_lr_ratio", "betas", "eps", "weight_decay", "clip", "method", "sr_shift", "sr_top",
+        "steps", "lr", "warmup", "final_lr_ratio", "betas", "eps", "weight_decay", "clip", "normalize", "method", "sr_shift",
+        "sr_top",
         "adamw_steps", "adamw_lr", "grad_chunk"}
 
 

@@ -2,13 +2,15 @@
 checkpointable, the window adapts ``n_samples``, and ``expect_and_grad`` gives the energy and
 the gradient of the loss whether or not the graph is kept."""
 
+import dataclasses
+
+import pytest
 import torch
 
 from nnqs.training.settings import LocalEnergyConfig, SamplerConfig
 from nnqs.training.state import VariationalState
 from tests.models import make_model
 from tests.systems import random_hamiltonian
-import pytest
 from nnqs.training.state import UniqueWindow
 
 H = random_hamiltonian(5, 2, 2, seed=3)
@@ -64,3 +66,17 @@ def test_unique_window():
     assert w.update(10**6, 1) == 10**6 and w.update(10, 10**5) == 10
     with pytest.raises(ValueError):
         UniqueWindow(5, 1)
+
+
+@pytest.mark.parametrize("draw", ["multinomial", "without_replacement"])
+def test_a_fresh_sample_reuses_the_samplers_log_prob(draw):
+    """A batch just drawn from the model needs no full pass for its ``log p``: the sampler's
+    (accumulated from the cached conditionals) equals the full pass to rounding (float64)."""
+    s = state()
+    s.sampler_cfg = dataclasses.replace(s.sampler_cfg, draw=draw, weights="psi2")
+    batch = s.step_sample()
+    full = s.expect(H, batch, "exact", graph=False)
+    fresh = s.expect(H, batch, "exact", graph=False, fresh=True)
+    torch.testing.assert_close(fresh.log_psi, full.log_psi, rtol=0, atol=1e-12)
+    assert abs(fresh.estimate.energy - full.estimate.energy) < 1e-12
+    assert s.expect(H, batch, "exact", fresh=True).log_psi.requires_grad   # a graph is always a full pass
