@@ -234,7 +234,7 @@ class OptimConfig(Presettable):
             sr_top) holds at once. A step with more unique samples takes ``log p`` from the
             sampler and back-propagates chunk by chunk, each chunk's pass made with a graph (the
             same gradient; chunks of 1024 rows keep the activations in cache: a step over 1e4
-            samples is 1.6x faster than with one pass in float64, 1.2x in float32,
+            samples is 1.5x faster than with one pass in float64, 1.3x in float32,
             ``bench_unique_cost``). 0 = never chunk. minSR steps keep no graph (their Jacobian is computed apart).
 
     ``steps``, ``method`` and ``lr`` are the preset's when unset (``None``; :class:`Presettable`).

@@ -93,3 +93,33 @@ def test_a_resume_from_the_previous_generation_ends_where_an_uninterrupted_run_e
     a = load_checkpoint(tmp_path / "full" / "checkpoint.pt")["trainer"]["model"]
     b = load_checkpoint(path)["trainer"]["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_reader_beside_a_writer_always_gets_one_whole_generation(tmp_path):
+    """A live folder (issue 52, item 5): while checkpoints are written in a loop, every load
+    returns one complete generation (its digest checked), never a half-written or missing one."""
+    import threading
+
+    path = tmp_path / "checkpoint.pt"
+    save_checkpoint(path, state(1))
+    stop = threading.Event()
+
+    def writer():
+        step = 1
+        while not stop.is_set():
+            step += 1
+            save_checkpoint(path, state(step))
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        seen = set()
+        for _ in range(200):
+            loaded = load_checkpoint(path)
+            step = loaded["trainer"]["step"]
+            assert torch.equal(loaded["trainer"]["model"]["w"], state(step)["trainer"]["model"]["w"])
+            seen.add(step)
+    finally:
+        stop.set()
+        thread.join()
+    assert len(seen) > 1   # the writer really ran beside the reader
