@@ -104,12 +104,12 @@ class Start:
             self.target = self.build_target(H, hf_occupation=hf_occupation, order=order)
         self.target_seconds = time.perf_counter() - began
         began = time.perf_counter()
-        self.fidelity = self._fit(model, hf_occupation)
+        self.fidelity = self.fit(model, hf_occupation)
         if self.fidelity is not None and self.fidelity < settings.min_fidelity and fresh_model is not None:
             log.warning("start fit reached fidelity %.4f < %.2f; refitting a fresh network", self.fidelity,
                         settings.min_fidelity)
             fresh = fresh_model()
-            again = self._fit(fresh, hf_occupation)
+            again = self.fit(fresh, hf_occupation)
             if again is not None and again > self.fidelity:
                 model.load_state_dict(fresh.state_dict())
                 self.fidelity, self.refit = again, "kept fresh"
@@ -121,7 +121,9 @@ class Start:
         self.fit_seconds = time.perf_counter() - began
         return self.fidelity
 
-    def _fit(self, model, hf_occupation: torch.Tensor) -> float | None:
+    def fit(self, model, hf_occupation: torch.Tensor) -> float | None:
+        """Fit ``model`` in place to :attr:`target` (built by :meth:`kernel` or
+        :meth:`build_target`; HF for ``"hf"``, nothing for ``"none"``); returns the fidelity."""
         s = self.settings
         if s.mode == "none":
             return None

@@ -94,15 +94,15 @@ def test_an_injected_enospc_names_the_file_and_keeps_the_checkpoint(tmp_path, mo
     out = tmp_path / "o"
     real, seen = durable.durable_write, []
 
-    def flaky(path, write):
+    def flaky(path, write, **kwargs):
         if str(path).endswith("checkpoint.pt"):
             seen.append(path)
             if len(seen) == 4:
                 def full(tmp):
                     write(tmp)
                     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-                return real(path, full)
-        return real(path, write)
+                return real(path, full, **kwargs)
+        return real(path, write, **kwargs)
 
     monkeypatch.setattr("nnqs.app.io.durable_write", flaky)
     assert cli.main(["run", str(config), "--out", str(out), "--no-progress"]) == 2
