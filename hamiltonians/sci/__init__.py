@@ -31,7 +31,7 @@ _WHERE = {
     "diagonalise": "diagonalise", "truncate": "diagonalise", "projected_energy": "diagonalise",
     "apply_in_space": "diagonalise",
     "spin_square_matrix": "spin", "spin_square_of": "spin",
-    "outside_sums": "connections", "extend_by_connection": "connections", "pt2_selection": "connections",
+    "outside_sums": "connections", "extend_by_connection": "connections", "pt2_selection": "connections", "largest_pt2": "connections",
     "grow": "grow",
     "en_pt2": "pt2", "semistochastic_pt2": "pt2", "extrapolate_pt2": "pt2",
     "SelectedCI": "solver",

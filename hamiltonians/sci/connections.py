@@ -23,7 +23,7 @@ from hamiltonians.protocol import Hamiltonian
 from hamiltonians.sci.key_sums import KeySums
 from hamiltonians.sci.state import SCIState, require_unique
 
-__all__ = ["outside_sums", "extend_by_connection", "pt2_selection"]
+__all__ = ["outside_sums", "extend_by_connection", "pt2_selection", "largest_pt2"]
 
 
 def outside_sums(H: Hamiltonian, dets, weights, *, parents=None, powers=(1,), into: KeySums | None = None, insert: bool = True,
@@ -81,17 +81,27 @@ def extend_by_connection(H: Hamiltonian, dets, coefficients, n_new: int, *, chun
 
 def pt2_selection(H: Hamiltonian, state: SCIState, n_new: int, *, parents: int = 1024) -> torch.Tensor:
     """The ``n_new`` determinants outside ``state.dets`` with the largest Epstein–Nesbet
-    second-order energies ``|<x'|H|psi>|^2 / (H_{x'x'} - E)``, uint8 ``[<= n_new, 2N]``.
+    second-order energies ``|<x'|H|psi>|^2 / (H_{x'x'} - E)``, uint8 ``[<= n_new, 2N]``
+    (:func:`largest_pt2` of the state)."""
+    return largest_pt2(H, state.dets, state.coefficients, state.energy, n_new, parents=parents)
 
-    ``<x'|H|psi>`` is summed over the ``parents`` largest-``|c|`` determinants of the state only
-    (bounding the work at ``parents`` times the connections per determinant), by
-    :func:`outside_sums`.
+
+def largest_pt2(H: Hamiltonian, dets, amplitudes: torch.Tensor, energy: float, n_new: int, *,
+                parents: int = 1024) -> torch.Tensor:
+    """The ``n_new`` determinants outside ``dets`` (unique ``[D, 2N]``) with the largest
+    ``|<x'|H|psi>|^2 / (H_{x'x'} - energy)`` (gaps floored at 1e-6), uint8 ``[<= n_new, 2N]``,
+    largest first.
+
+    ``amplitudes``: ``psi`` on ``dets``, ``[D]`` real or ``[D, K]`` real columns whose sums'
+    squares add (a complex ``psi`` as its real and imaginary parts). ``<x'|H|psi>`` is summed
+    over the ``parents`` largest-``|psi|`` determinants only (bounding the work at ``parents``
+    times the connections per determinant), by :func:`outside_sums`.
     """
-    top = torch.argsort(state.coefficients.abs(), descending=True)[:parents]
-    unique, sums = outside_sums(H, state.dets, state.coefficients[top], parents=top).result()
-    numerator = torch.from_numpy(sums[:, 0].copy())
+    columns = amplitudes.to(torch.float64).reshape(amplitudes.shape[0], -1)
+    top = torch.argsort(columns.square().sum(dim=1), descending=True)[:parents]
+    unique, sums = outside_sums(H, dets, columns[top], parents=top, powers=(1,) * columns.shape[1]).result()
+    numerator2 = torch.from_numpy(np.square(sums).sum(axis=1))
     occ = unpack_keys(unique, H.n_spin_orbitals)
-    gap = (H.diagonal(occ).to(torch.float64).cpu() - state.energy).clamp(min=1e-6)
-    pt2 = numerator.square() / gap
-    keep = torch.argsort(pt2, descending=True)[:n_new]
+    gap = (H.diagonal(occ).to(torch.float64).cpu() - energy).clamp(min=1e-6)
+    keep = torch.argsort(numerator2 / gap, descending=True)[:n_new]
     return occ[keep]

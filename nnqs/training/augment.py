@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
-from hamiltonians.determinants import unpack_keys
 from hamiltonians.protocol import Hamiltonian
 from nnqs.wavefunction.tokens import occupations_to_tokens, tokens_to_occupations
 from samplers import SampleBatch
@@ -37,27 +35,20 @@ PARENTS = 256
 def pt2_partners(H: Hamiltonian, tokens: torch.Tensor, log_psi: torch.Tensor, n_new: int, *,
                  energy: float | None = None, parents: int = PARENTS) -> torch.Tensor:
     """The ``n_new`` configurations outside ``tokens`` ``[U, N]`` with the largest
-    ``|<a|H|psi_S>|^2 / (H_aa - energy)`` (module docstring), as tokens ``[<= n_new, N]`` in
-    decreasing order; ``log_psi`` ``[U]`` complex, the amplitudes on ``tokens`` (any common factor)."""
-    from hamiltonians.sci.connections import outside_sums   # the compiled kernel: imported when first used
+    ``|<a|H|psi_S>|^2 / (H_aa - energy)`` (module docstring; :func:`hamiltonians.sci.connections.largest_pt2`),
+    as tokens ``[<= n_new, N]`` in decreasing order; ``log_psi`` ``[U]`` complex, the amplitudes
+    on ``tokens`` (any common factor)."""
+    from hamiltonians.sci.connections import largest_pt2   # the compiled kernel: imported when first used
 
     if n_new <= 0 or tokens.shape[0] == 0:
         return tokens[:0]
     occ = tokens_to_occupations(tokens.cpu()).to(torch.uint8)
     log_psi = log_psi.detach().cpu().to(torch.complex128)
     amplitude = torch.exp(log_psi - log_psi.real.max())
-    top = torch.argsort(amplitude.abs(), descending=True, stable=True)[:parents]
-    weights = torch.stack((amplitude.real, amplitude.imag), dim=1)[top]
-    keys, sums = outside_sums(H, occ, weights, parents=top, powers=(1, 1)).result()
-    if keys.shape[0] == 0:
-        return tokens[:0]
-    outside = unpack_keys(keys, H.n_spin_orbitals)
     if energy is None or not math.isfinite(energy):
         energy = float(H.diagonal(occ).double().min())
-    gap = (H.diagonal(outside).double().cpu() - energy).clamp(min=1e-6)
-    score = torch.from_numpy(np.square(sums).sum(axis=1)) / gap
-    keep = torch.argsort(score, descending=True, stable=True)[:n_new]
-    return occupations_to_tokens(outside[keep].long()).to(tokens.device, tokens.dtype)
+    added = largest_pt2(H, occ, torch.stack((amplitude.real, amplitude.imag), dim=1), energy, n_new, parents=parents)
+    return occupations_to_tokens(added.long()).to(tokens.device, tokens.dtype)
 
 
 def augment(model, H: Hamiltonian, batch: SampleBatch, log_psi: torch.Tensor, n_new: int, *,
