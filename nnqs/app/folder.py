@@ -4,7 +4,9 @@
 (``filelock``, so it works wherever PyTorch does) and records the holder's PID in
 ``OUT/.nnqs.owner``; a second run on the folder fails at once, naming that PID. A folder that
 already holds a run is refused unless the run resumes it (``--resume``) or replaces it
-(``--overwrite``, which deletes the previous outputs first). Temporary files that a killed
+(``--overwrite``, which deletes the previous outputs first). :func:`share_folder` holds a folder
+the same way for objects of one process (PySCF's ``NNQSSolver`` and its copies) while any of them
+lives. Temporary files that a killed
 run left behind (``.NAME.*.tmp`` of :func:`nnqs.app.io.atomic_write`) are removed. A run that
 fails before writing anything into a folder it created removes the folder again.
 """
@@ -15,6 +17,7 @@ import contextlib
 import logging
 import os
 import socket
+import weakref
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -38,6 +41,51 @@ def previous_outputs(out: Path) -> list[str]:
     return [name for name in RUN_OUTPUTS if (out / name).exists()]
 
 
+def hold_folder(out: Path, hint: str = "wait for it or choose another --out") -> FileLock:
+    """Take ``out``'s lock (``out`` exists) and record this process as its holder; ``FolderInUse``
+    naming the holder when another process has it."""
+    lock = FileLock(str(out / LOCK), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        holder = (out / OWNER).read_text().strip() if (out / OWNER).exists() else "another process"
+        raise FolderInUse(f"{out} is in use by another nnqs run ({holder}); {hint}") from None
+    try:
+        (out / OWNER).write_text(f"pid {os.getpid()} on {socket.gethostname()}\n")
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+_SHARED: dict[str, list] = {}   # resolved path -> [lock, number of living holders in this process]
+
+
+def share_folder(out: str | Path, holder: object, hint: str) -> None:
+    """Hold ``out`` (created if needed) for this process while ``holder`` lives: the first holder
+    takes the lock (:func:`hold_folder`), later ones in this process share it, the last one's
+    collection releases it. Another process's run or holder fails at once (``FolderInUse``)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    key = str(out.resolve())
+    if key not in _SHARED:
+        _SHARED[key] = [hold_folder(out, hint), 0]
+    _SHARED[key][1] += 1
+    weakref.finalize(holder, _unshare, key)
+
+
+def _unshare(key: str) -> None:
+    held = _SHARED.get(key)
+    if held is None:
+        return
+    held[1] -= 1
+    if held[1] <= 0:
+        del _SHARED[key]
+        with contextlib.suppress(OSError):
+            (Path(key) / OWNER).unlink()
+        held[0].release()
+
+
 @contextlib.contextmanager
 def claim_run_folder(out: str | Path, *, resume: bool, overwrite: bool):
     """Hold ``out`` for one run (created if needed); see the module docstring.
@@ -52,15 +100,9 @@ def claim_run_folder(out: str | Path, *, resume: bool, overwrite: bool):
     out = Path(out)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(out / LOCK), timeout=0)
-    try:
-        lock.acquire()
-    except Timeout:
-        holder = (out / OWNER).read_text().strip() if (out / OWNER).exists() else "another process"
-        raise FolderInUse(f"{out} is in use by another nnqs run ({holder}); wait for it or choose another --out") from None
+    lock = hold_folder(out)
     failed = False
     try:
-        (out / OWNER).write_text(f"pid {os.getpid()} on {socket.gethostname()}\n")
         existing = previous_outputs(out)
         if existing and not resume and not overwrite:
             raise ConfigError(f"{out} already holds a run ({', '.join(existing)}); continue it with --resume or "

@@ -4,7 +4,11 @@ state averaging (``mc.state_average_``), NEVPT2 (``mrpt.NEVPT``) and spin target
 Each :meth:`NNQSSolver.kernel` call runs the whole method in memory
 (:class:`nnqs.app.solver.NNQS`) on the active space's integrals: no file is written, unless
 :attr:`NNQSSolver.workdir` is set (then the last call's ``result.json`` and final determinant space
-``subspace.npz`` are replaced there, atomically). What it hands PySCF depends on
+``subspace.npz`` are replaced there, each atomically, the space first: ``result.json``'s ``call``
+and ``subspace_sha256`` name the pair; the folder is this process's while a solver on it lives,
+another process's solver or run on it fails at once). A call that fails raises a one-line
+:class:`~nnqs.errors.NNQSError` (the exception's type and first line; the original chained) and
+leaves the folder as the last good call wrote it. What it hands PySCF depends on
 :attr:`NNQSSolver.wavefunction`:
 
 * ``"subspace"`` (default): the run's determinant space ``S`` (the network's samples merged with
@@ -51,7 +55,7 @@ from hamiltonians.determinants import n_determinants
 from hamiltonians.protocol import Hamiltonian
 from nnqs.app.pyscf_states import NEWTON_MESSAGE, NNQSState, large_ci_of, refusal, sparse_rdms, spin_square_of_state
 from nnqs.app.runconfig import RunConfig, config_from_dict, load_config
-from nnqs.errors import InputError
+from nnqs.errors import InputError, NNQSError
 from nnqs.training.settings import EXACT_MAX_DETERMINANTS
 
 if TYPE_CHECKING:
@@ -131,6 +135,7 @@ class NNQSSolver(lib.StreamObject):
         self.calls = 0
         self.last: NNQSState | None = None
         self.space: torch.Tensor | None = None
+        self._holds: tuple | None = None   # (id of the holder, workdir) once workdir is held
 
     def dump_flags(self, verbose=None) -> NNQSSolver:
         """Write the settings to PySCF's output (``mc.dump_flags`` calls it)."""
@@ -166,15 +171,24 @@ class NNQSSolver(lib.StreamObject):
         if self.wavefunction == "network" and nroots != 1:
             raise InputError("nroots > 1 needs wavefunction = 'subspace' (excited states diagonalised in the "
                              "sampled space)")
-        H = _hamiltonian(h1e, eri, norb, nelec, ecore)
-        call = self._train(H, ci0, steps, log)
-        if self.wavefunction == "network":
-            return self._network_state(call, log)
-        dets = call.space_dets
-        assert dets is not None   # one process: the run has a final space
-        if self.space is not None and self.space.shape[1] == dets.shape[1]:
-            dets = torch.cat([dets, self.space])   # the last call's space joins (CASSCF macro-iterations)
-        return self._solve(H, dets, nroots, self.max_cycle, call, log)
+        try:
+            H = _hamiltonian(h1e, eri, norb, nelec, ecore)
+            call = self._train(H, ci0, steps, log)
+            if self.wavefunction == "network":
+                return self._network_state(call, log)
+            dets = call.space_dets
+            assert dets is not None   # one process: the run has a final space
+            if self.space is not None and self.space.shape[1] == dets.shape[1]:
+                dets = torch.cat([dets, self.space])   # the last call's space joins (CASSCF macro-iterations)
+            return self._solve(H, dets, nroots, self.max_cycle, call, log)
+        except NNQSError:
+            raise
+        except Exception as error:
+            raise self._failed(error) from error
+
+    def _failed(self, error: Exception) -> NNQSError:
+        first = (str(error).strip().splitlines() or [""])[0]
+        return NNQSError(f"NNQSSolver call {self.calls} failed: {type(error).__name__}: {first}")
 
     def approx_kernel(self, h1e, eri, norb, nelec, ci0=None, ecore=0, *, nroots: int | None = None, **kwargs):
         """CASSCF's micro-iterations: ``"subspace"`` re-diagonalises the last space in the new
@@ -185,12 +199,21 @@ class NNQSSolver(lib.StreamObject):
             return self.kernel(h1e, eri, norb, nelec, ci0=ci0, ecore=ecore, nroots=nroots,
                                steps=self.approx_steps if warm and self.wavefunction == "network" else None)
         log = logger.new_logger(self, kwargs.get("verbose"))
-        H = _hamiltonian(h1e, eri, norb, nelec, ecore)
-        return self._solve(H, self.space, nroots, 1, self.last, log)
+        try:
+            H = _hamiltonian(h1e, eri, norb, nelec, ecore)
+            return self._solve(H, self.space, nroots, 1, self.last, log)
+        except NNQSError:
+            raise
+        except Exception as error:
+            raise self._failed(error) from error
 
     def _train(self, H: MolecularHamiltonian, ci0, steps: int | None, log) -> _Call:
         from nnqs.app.solver import NNQS
 
+        if self.workdir is not None and self._holds != (id(self), str(self.workdir)):
+            from nnqs.app.folder import share_folder   # before any work: another process's solver fails here
+            share_folder(self.workdir, self, "give each process's solver its own workdir")
+            self._holds = (id(self), str(self.workdir))
         tables = {k: dict(v) for k, v in self.config.items()}
         warm = ci0 is not None and self.last is not None
         if warm:   # any ci0 (a vector, a list of them, mc2step's bool): the last network and space
@@ -219,16 +242,20 @@ class NNQSSolver(lib.StreamObject):
         return _Call(found.fields, weights, solver.system, found.model, found.dets_in_molecule_order(), energies)
 
     def _write(self, found, system) -> None:
-        """The last call's ``result.json`` and ``subspace.npz`` into :attr:`workdir` (atomic)."""
+        """The last call's ``subspace.npz``, then its ``result.json`` naming it, into
+        :attr:`workdir` (each atomic)."""
+        import hashlib
+
         from nnqs.app.io import write_json
         from nnqs.app.trained import SUBSPACE_FILE, save_subspace
 
         workdir = self.workdir
         assert workdir is not None   # _train writes only with one
-        workdir.mkdir(parents=True, exist_ok=True)
-        write_json(workdir / "result.json", found.fields)
+        fields = {**found.fields, "call": self.calls, "subspace_sha256": None}
         if found.space is not None:
             save_subspace(workdir / SUBSPACE_FILE, found.space, system.order)
+            fields["subspace_sha256"] = hashlib.sha256((workdir / SUBSPACE_FILE).read_bytes()).hexdigest()
+        write_json(workdir / "result.json", fields)
 
     def _solve(self, H: Hamiltonian, dets, nroots: int, max_cycle: int, call, log):
         from hamiltonians.io.pyscf_io import to_pyscf_ci
