@@ -117,7 +117,7 @@ def _deterministic_outside(H: Hamiltonian, dets, c, energy, parents, max_bytes, 
     n_parents = dets.shape[0] if parents is None else len(parents)
     if n_buckets is None:
         n_buckets = _n_buckets(H, dets, n_parents, 1, max_bytes)
-    weights = c if parents is None else c[parents]
+    weights = c if parents is None else c[np.asarray(parents)]   # one parent too: still [P]
     e2 = norm = 0.0
     n_out = peak = 0
     for bucket in range(n_buckets):

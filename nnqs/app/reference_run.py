@@ -39,7 +39,11 @@ def reference_run(out: str | Path, *, compute: bool = True) -> tuple[dict, bool]
             path = out / "result.json"
             if not path.exists():
                 return system.references, False
-            result = json.loads(path.read_text())
+            try:
+                result = json.loads(path.read_text())
+            except (ValueError, UnicodeDecodeError) as error:
+                raise ConfigError(f"{path}: unreadable ({type(error).__name__}); `nnqs run CONFIG --out {out} "
+                                  "--resume` writes it again from the checkpoint") from None
             result.update(reference_fields(system.references, result))
             metrics = MetricsLog.read(out / "metrics.csv")
             write_result(out, config, result, metrics, int(result.get("steps", 0)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, fields
@@ -11,6 +12,8 @@ from pathlib import Path
 from hamiltonians.references.dmrg import dmrg_label
 from nnqs.app.io import atomic_write
 from nnqs.training.driver import StepRecord
+
+log = logging.getLogger(__name__)
 
 CHEMICAL_ACCURACY_HA = 1.6e-3
 METRIC_FIELDS = [f.name for f in fields(StepRecord)] + ["error_vs_fci_mha"]
@@ -34,11 +37,34 @@ class MetricsLog:
         self.path, self.fci = Path(path), fci
         self.rows: list[dict] = []
         if resume_step is not None and self.path.exists():
-            with self.path.open() as f:
-                # a row cut short (a full disk, a crash mid-write) has missing fields: dropped
-                self.rows = [r for r in csv.DictReader(f)
-                             if None not in r.values() and int(r["step"]) < resume_step]
+            self.rows = self._readable_rows(resume_step)
         self._rewrite()
+
+    def _readable_rows(self, resume_step: int) -> list[dict]:
+        """The rows before ``resume_step`` that read back whole: a row cut short (a full disk, a
+        crash mid-write) or damaged (a flipped bit: a field that is no number, a NUL, bytes that
+        are no UTF-8) is dropped, with one warning naming the file, the count and the first line."""
+        rows, bad = [], []
+        with self.path.open(newline="", errors="replace") as f:
+            reader = csv.DictReader(f)
+            try:
+                for r in reader:
+                    try:
+                        if None in r.values() or None in r or "\ufffd" in "".join(r.values()):
+                            raise ValueError("cut short or not UTF-8")
+                        if int(r["step"]) >= resume_step:
+                            continue
+                        float(r["energy"]), float(r["seconds"])
+                    except (ValueError, KeyError, TypeError):
+                        bad.append(reader.line_num)
+                        continue
+                    rows.append(r)
+            except csv.Error:   # a NUL or a broken quote: nothing past it is trusted
+                bad.append(reader.line_num)
+        if bad:
+            log.warning("%s: %d unreadable row(s) dropped (first at line %d); the run goes on from its checkpoint",
+                        self.path, len(bad), bad[0])
+        return rows
 
     def append(self, record: StepRecord) -> dict:
         row = asdict(record)

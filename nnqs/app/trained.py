@@ -11,6 +11,8 @@ and ``order``.
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,6 +104,10 @@ def load_subspace(run_dir: str | Path) -> SavedSubspace:
     if not path.is_file():
         raise ConfigError(f"{path}: no saved determinant space (a run of [subspace] final_samples = 0, "
                           "or on several processes, saves none)")
-    with np.load(path) as saved:
-        return SavedSubspace(torch.from_numpy(saved["dets"]), saved["coefficients"], float(saved["energy"]),
-                             saved["order"].tolist())
+    try:
+        with np.load(path) as saved:
+            return SavedSubspace(torch.from_numpy(saved["dets"]), saved["coefficients"], float(saved["energy"]),
+                                 saved["order"].tolist())
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as error:
+        raise ConfigError(f"{path}: unreadable ({type(error).__name__}); `nnqs run CONFIG --out {Path(run_dir)} "
+                          "--resume` writes it again from the checkpoint") from None

@@ -117,6 +117,22 @@ def test_pure_stochastic_is_unbiased(h2o):
         semistochastic_pt2(H, state.dets, state.coefficients, None, n_deterministic=0, n_draws=1, n_batches=2)
 
 
+@pytest.mark.parametrize("size", [1, 2])
+def test_one_deterministic_parent(h2o, size):
+    """A deterministic part of one determinant (a one-determinant space: the HF determinant) is
+    still a vector of one weight: on one determinant the semistochastic PT2 is exact."""
+    H, m, full = h2o
+    state = cisd(H)
+    dets, c = state.dets[:size], np.asarray(state.coefficients[:size], dtype=np.float64)
+    exact = en_pt2(H, dets, c)
+    est = semistochastic_pt2(H, dets, c, None, n_deterministic=1, n_draws=4, n_batches=3, seed=0)
+    assert est.e_deterministic != 0
+    if size == 1:
+        assert abs(est.e_pt2 - exact.e_pt2) < 1e-12 and est.stderr < 1e-15
+        e2, _ = brute_force(m, rows_of(full, dets), c, exact.e_var, "eigenvector")
+        assert abs(exact.e_pt2 - e2) < 1e-10
+
+
 def test_var_plus_pt2_approaches_fci():
     from hamiltonians import from_pyscf
 

@@ -1,5 +1,7 @@
 """Shared settings and file edits for the application tests."""
 
+import json
+import math
 import re
 
 #: A line of the CLI's log (time, level, logger): the run's progress, not its error.
@@ -28,11 +30,15 @@ def toml_text(settings: dict) -> str:
     """``settings`` (tables of scalars and lists, as :data:`TINY`) as the text of a config file."""
     def value(v):
         if isinstance(v, str):
-            return f'"{v}"'
+            return json.dumps(v)
         if isinstance(v, bool):
             return "true" if v else "false"
+        if isinstance(v, float) and not math.isfinite(v):
+            return "nan" if math.isnan(v) else "inf" if v > 0 else "-inf"
         if isinstance(v, (list, tuple)):
             return "[" + ", ".join(value(x) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + "}"
         return repr(v)
 
     return "\n".join(f"[{table}]\n" + "\n".join(f"{k} = {value(v)}" for k, v in keys.items())
