@@ -6,6 +6,8 @@ and the checkpoints. Each is a ``(driver, record) -> None`` callable for a drive
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import logging
 import time
 from dataclasses import asdict, fields
@@ -76,11 +78,18 @@ class Progress:
 class CycleLog:
     """A callback for the subspace loop: every cycle's record
     (:class:`nnqs.training.subspace.CycleRecord`) as a row of ``path`` (``subspace.csv``),
-    the file rewritten atomically after each cycle."""
+    the file rewritten atomically after each cycle. ``resume_cycle``: a loop resumed after that
+    many cycles keeps the file's rows of the cycles before (those that read back whole)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, resume_cycle: int | None = None) -> None:
         self.path = Path(path)
         self.rows: list[dict] = []
+        if resume_cycle is not None and self.path.exists():
+            with self.path.open(newline="", errors="replace") as f, contextlib.suppress(csv.Error):
+                for row in csv.DictReader(f):
+                    with contextlib.suppress(ValueError, TypeError):
+                        if None not in row.values() and int(row["step"]) < resume_cycle:
+                            self.rows.append(row)
 
     def __call__(self, driver, record) -> None:
         self.rows.append(asdict(record))

@@ -158,7 +158,6 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     state = comm.run_on_main(lambda: _read_checkpoint(config, ckpt_path)) if resume else None
     system = comm.run_on_main(lambda: run_system(config.molecule, out, resume=resume))
     solver = NNQS(config, comm=comm).prepare(system, checkpoint=state, checkpoint_path=ckpt_path, extend=extend)
-    solver.start(initial_model=initial_model, cycle_callbacks=[CycleLog(out / "subspace.csv")])
     config, driver = solver.config, solver.driver   # the presets resolved
     assert driver is not None and config.optim.steps is not None   # prepare built it and resolved the presets
 
@@ -173,8 +172,14 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
                                   "config": config.to_dict(), "p_hf": solver.start_p_hf, "start": solver.start_summary,
                                   "preset": solver.preset,
                                   "subspace": solver.pool.to_dict() if solver.pool is not None else None,
+                                  "loop": solver.loop.state_dict() if solver.loop is not None else None,
                                   "origins": solver.origins.state_dict(),
                                   **solver.clock.times()})
+    # a checkpoint once the start is fitted and after every cycle of the loop: a resume repeats neither
+    saved_loop = state.get("loop") if state is not None else None
+    cycles = CycleLog(out / "subspace.csv", resume_cycle=int(saved_loop["step"]) if saved_loop else None)
+    solver.start(initial_model=initial_model, started=lambda: checkpoints.save(driver),
+                 cycle_callbacks=[cycles, lambda loop, record: checkpoints.save(driver)])
     bar = tqdm(total=config.optim.steps, initial=driver.step, disable=not progress, desc=config.molecule.name,
                dynamic_ncols=True)
     log_every = 0 if progress else config.run.checkpoint_every

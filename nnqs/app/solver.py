@@ -205,6 +205,8 @@ class NNQS:
         torch.manual_seed(self.config.run.seed)
         self.system = system
         self.resumed, self.pool, self.origins, self.result = checkpoint is not None, None, Origins(), None
+        self.loop: SubspaceDriver | None = None   # the subspace loop while it runs
+        self._saved_loop = checkpoint.get("loop") if checkpoint is not None else None
         H = system.hamiltonian.to(device=self.config.run.device)
         self.config, self.preset = resolve(self.config, H.n_determinants, 2 * H.n_orbitals, checkpoint=checkpoint)
         if checkpoint is not None:
@@ -232,13 +234,22 @@ class NNQS:
             self.resumed = True
         return self
 
-    def start(self, *, initial_model: dict | None = None, initial_pool=None, cycle_callbacks: Sequence = ()) -> NNQS:
+    def start(self, *, initial_model: dict | None = None, initial_pool=None, cycle_callbacks: Sequence = (),
+              started=None) -> NNQS:
         """The start (fit to a CI target) and, with ``[subspace] cycles``, the subspace loop
-        (``cycle_callbacks`` see each cycle's record); skipped on a resumed run. ``initial_model``:
-        weights to start from (the start then refits them); ``initial_pool``: determinants uint8
-        ``[D, 2N]`` (or a state) in the molecule's orbital order, joined to the first pool and
-        re-diagonalised (a warm start from a nearby problem)."""
+        (``cycle_callbacks`` see each cycle's record; while it runs, :attr:`loop` is its
+        :class:`~nnqs.training.subspace.SubspaceDriver`, whose ``state_dict()`` a checkpoint
+        saves as ``"loop"``); ``started()`` is called once the start is fitted (and the loop
+        built). A resumed run skips both, except a loop checkpointed between its cycles, which
+        goes on from there. ``initial_model``: weights to start from (the start then refits them);
+        ``initial_pool``: determinants uint8 ``[D, 2N]`` (or a state) in the molecule's orbital
+        order, joined to the first pool and re-diagonalised (a warm start from a nearby problem)."""
         if self.resumed:
+            saved, cycles = self._saved_loop, self.config.subspace.cycles or 0
+            if saved is not None and int(saved["step"]) < cycles:
+                _, _, driver = self._prepared()
+                self.loop = SubspaceDriver.from_state_dict(driver.H, driver.state, self.config.subspace, saved)
+                self.pool = self._run_loop(cycle_callbacks)
             return self
         system, model, driver = self._prepared()
         weights, self.start_summary, pool = self.comm.run_on_main(lambda: self._fit_start(initial_model))
@@ -257,7 +268,11 @@ class NNQS:
             self.origins.add(dets, "start")   # what a warm start is given counts as the start
         self.pool = pool
         if self.config.subspace.cycles:
-            self.pool = self._subspace_loop(pool, cycle_callbacks)
+            self.loop = self._new_loop(pool)
+        if started is not None:
+            started()
+        if self.loop is not None:
+            self.pool = self._run_loop(cycle_callbacks)
         return self
 
     def train(self, *, callbacks: Sequence = (), stop_after: int | None = None, history: tuple = ((), ())) -> bool:
@@ -346,19 +361,25 @@ class NNQS:
         start.kernel(model, driver.H, hf_occupation=system.hf_occupation, order=system.order, fresh_model=fresh_model)
         return {k: v.cpu() for k, v in model.state_dict().items()}, start.summary(), start.target
 
-    def _subspace_loop(self, pool, callbacks: Sequence):
-        """The loop after the start; the network it fitted becomes VMC's start. Returns the best
-        pool. One process only (its diagonalisations are not split)."""
+    def _new_loop(self, pool) -> SubspaceDriver:
+        """The loop after the start, on its first pool (the start's space, else the HF
+        determinant). One process only (its diagonalisations are not split)."""
         if self.comm.world_size > 1:
             raise ConfigError("[subspace] cycles runs on one process (its diagonalisation is not split over ranks)")
         system, _, driver = self._prepared()
-        cycles = self.config.subspace.cycles
-        assert cycles is not None   # the presets resolved (prepare)
         if pool is None:
             pool = diagonalise(driver.H, system.hf_occupation.to(torch.uint8).cpu()[None])
-        loop = SubspaceDriver(driver.H, driver.state, self.config.subspace, pool, origins=self.origins)
-        loop.run(cycles, list(callbacks))
+        return SubspaceDriver(driver.H, driver.state, self.config.subspace, pool, origins=self.origins)
+
+    def _run_loop(self, callbacks: Sequence):
+        """:attr:`loop`'s remaining cycles; the network it fitted becomes VMC's start. Returns the
+        best pool."""
+        _, _, driver = self._prepared()
+        loop = self.loop
+        assert loop is not None and self.config.subspace.cycles is not None   # built, the presets resolved
+        loop.run(self.config.subspace.cycles, list(callbacks))
         driver.guard.mark_good()   # the fitted network is VMC's start
+        self.origins, self.loop = loop.origins, None
         return loop.best
 
 

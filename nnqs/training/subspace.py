@@ -165,6 +165,18 @@ class SubspaceDriver(Driver):
         self.pool, self.best = SCIState.from_dict(saved["pool"]), SCIState.from_dict(saved["best"])
         self.origins = Origins.from_state_dict(saved.get("origins"))
 
+    @classmethod
+    def from_state_dict(cls, H: Hamiltonian, state: VariationalState, config: SubspaceConfig,
+                        saved: dict) -> SubspaceDriver:
+        """The loop as :meth:`state_dict` saved it (a resume between cycles): nothing is
+        recomputed; the network and its sampler's random state are the caller's ``state``'s."""
+        loop = cls.__new__(cls)
+        loop.H, loop.state, loop.config = H, state, config.filled()
+        loop.load_state_dict(saved)
+        log.info("subspace loop: resumed after cycle %d of its pool of %d determinants", loop.step,
+                 loop.pool.dets.shape[0])
+        return loop
+
 
 def subspace_energy(H: Hamiltonian, state: VariationalState, pool: SCIState | None = None, *,
                     n_samples: int = 100_000) -> tuple[SCIState, int]:
