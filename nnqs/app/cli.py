@@ -130,7 +130,12 @@ def _analyse(args: argparse.Namespace) -> int:
     if result_path.is_file():   # the run's own energies: VMC, subspace, + PT2, extrapolated
         import json
 
-        result = json.loads(result_path.read_text())
+        try:
+            result = json.loads(result_path.read_text())
+        except (ValueError, UnicodeDecodeError):
+            print(f"  ({result_path}: unreadable, its energies not shown; `nnqs run CONFIG --out {args.run_dir} "
+                  "--resume` writes it again)")
+            result = {}
         if result.get("energy") is not None:
             print(f"  VMC energy {result['energy']:.8f} +- {result['energy_stderr']:.1e} Ha")
         for line in _subspace_lines(result):

@@ -72,7 +72,11 @@ def run_properties(trained: TrainedRun, run_dir: str | Path, *, n_samples: int |
     _plot_occupations(run_dir / "natural_occupations.png", observables, trained.config.molecule.name)
     result_path = run_dir / "result.json"
     if result_path.is_file():
-        result = json.loads(result_path.read_text())
+        try:
+            result = json.loads(result_path.read_text())
+        except (ValueError, UnicodeDecodeError):   # written again, observables aside, by a --resume
+            log.warning("%s: unreadable, the observables are not merged into it", result_path)
+            return observables
         result["observables"] = observables.to_dict()
         write_json(result_path, result)
     return observables

@@ -10,6 +10,7 @@ import logging
 import numpy as np
 import pytest
 
+from nnqs.app import cli
 from nnqs.app.reference_run import reference_run
 from nnqs.app.run import run
 from nnqs.app.runconfig import ConfigError, config_from_dict
@@ -68,7 +69,7 @@ def test_damaged_metrics_rows_are_dropped_and_the_run_ends_as_uninterrupted(tmp_
     assert steps == sorted(steps) and steps[-2:] == [4, 5] and all(float(r["energy"]) < 0 for r in rows)
 
 
-def test_a_damaged_result_json_is_one_line_and_resume_writes_it_again(tmp_path, full):
+def test_a_damaged_result_json_is_one_line_and_resume_writes_it_again(tmp_path, full, capsys):
     out = tmp_path / "run"
     config = config_from_dict(CONFIG)
     run(config, out, progress=False)
@@ -77,6 +78,9 @@ def test_a_damaged_result_json_is_one_line_and_resume_writes_it_again(tmp_path, 
     with pytest.raises(ConfigError) as error:
         reference_run(out, compute=False)
     assert "\n" not in str(error.value) and "result.json: unreadable" in str(error.value) and "--resume" in str(error.value)
+    capsys.readouterr()
+    assert cli.main(["analyse", str(out), "--samples", "200"]) == 0   # the network's analysis is still given
+    assert "result.json: unreadable, its energies not shown" in capsys.readouterr().out
     again = run(config, out, resume=True, progress=False)
     assert json.loads((out / "result.json").read_text())["energy"] == again["energy"] == full[1]["energy"]
 

@@ -69,10 +69,10 @@ def test_checkpoints_follow_wall_time_as_well_as_steps(tmp_path, monkeypatch):
                                                                              original(path, state)))
     config = tiny(steps=5).replace("run", checkpoint_every=1000, checkpoint_seconds=1e-9)
     run(config, tmp_path / "a", progress=False)
-    assert saved == [1, 2, 3, 4, 5, 5]  # every step (time is always due), then the final one
+    assert saved == [0, 1, 2, 3, 4, 5, 5]  # the start, every step (time is always due), then the final one
     saved.clear()
     run(tiny(steps=5).replace("run", checkpoint_every=1000), tmp_path / "b", progress=False)
-    assert saved == [5, 5]  # 60 s never pass in this run: only the last step and the final one
+    assert saved == [0, 5, 5]  # 60 s never pass in this run: only the start, the last step and the final one
 
 
 def test_stale_temporary_files_go_and_outputs_get_the_users_mode(tmp_path):

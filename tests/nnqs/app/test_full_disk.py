@@ -85,8 +85,8 @@ def test_a_full_tmpfs_stops_the_run_cleanly_and_it_resumes(tmp_path):
 
 
 def test_an_injected_enospc_names_the_file_and_keeps_the_checkpoint(tmp_path, monkeypatch, capsys):
-    """The same through ``cli.main`` with ENOSPC raised by the fourth durable write of a
-    checkpoint (where no filesystem can be mounted)."""
+    """The same through ``cli.main`` with ENOSPC raised by the fifth durable write of a
+    checkpoint (the start's, then steps 1-3 are kept; where no filesystem can be mounted)."""
     from hamiltonians.io import durable
 
     config = tmp_path / "c.toml"
@@ -97,7 +97,7 @@ def test_an_injected_enospc_names_the_file_and_keeps_the_checkpoint(tmp_path, mo
     def flaky(path, write, **kwargs):
         if str(path).endswith("checkpoint.pt"):
             seen.append(path)
-            if len(seen) == 4:
+            if len(seen) == 5:
                 def full(tmp):
                     write(tmp)
                     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
