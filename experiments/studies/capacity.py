@@ -101,7 +101,14 @@ def main(argv=None) -> dict:
     target = start.target = start.build_target(H, hf_occupation=system.hf_occupation, order=system.order)
     target_seconds = time.perf_counter() - began
     reference = args.reference if args.reference is not None else float(target.energy)
-    rows = []
+    rows: list[dict] = []
+
+    def save(complete: bool) -> dict:   # after every variant: a long study stopped keeps what it measured
+        return save_results(args.out, rows, args=args, extra={"target": {"chosen": start.chosen,
+                            "determinants": int(target.dets.shape[0]), "energy": float(target.energy),
+                            "seconds": target_seconds}, "reference": reference, "complete": complete},
+                            note="one thread; errors in mHa above --reference (the target's energy when not given)")
+
     for changes in parse_variants(args.variants):
         torch.manual_seed(0)
         model = build_model(dataclasses.replace(config.model, **changes), system)
@@ -116,10 +123,8 @@ def main(argv=None) -> dict:
                     "signs with the target's amplitudes %+.2f; target %+.2f), fit %.0f s", changes, row["parameters"],
                     row["fidelity"], row["energy_mha"], row["energy_target_signs_mha"],
                     row["energy_target_amplitudes_mha"], row["target_energy_mha"], row["fit_seconds"])
-    return save_results(args.out, rows, args=args, extra={"target": {"chosen": start.chosen,
-                        "determinants": int(target.dets.shape[0]), "energy": float(target.energy),
-                        "seconds": target_seconds}, "reference": reference},
-                        note="one thread; errors in mHa above --reference (the target's energy when not given)")
+        save(complete=False)
+    return save(complete=True)
 
 
 if __name__ == "__main__":
