@@ -33,7 +33,6 @@ import json
 import logging
 import math
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -155,14 +154,11 @@ def peer_metrics(result_csv: str, out_csv: str) -> None:
 
 
 def _real(text: str) -> float:
-    """The real part of a number the peer wrote (``-88.1``, ``(-88.1+0j)``, ``tensor(-88.1, ...)``)."""
+    """The real part of a number the peer wrote (``-88.1`` or ``(-88.1+0j)``)."""
     try:
         return complex(text.replace(" ", "")).real
     except ValueError:
-        match = re.search(r"[-+]?\d+\.?\d*(?:[eE][-+]?\d+)?", text)
-        if match is None:
-            raise NNQSError(f"the peer's result.csv: energy {text!r} is not a number") from None
-        return float(match.group())
+        raise NNQSError(f"the peer's result.csv: energy {text!r} is not a number") from None
 
 
 def summed_seconds(metrics_csv: str, column: str = "seconds") -> float:

@@ -6,15 +6,13 @@ and the checkpoints. Each is a ``(driver, record) -> None`` callable for a drive
 
 from __future__ import annotations
 
-import contextlib
-import csv
 import logging
 import time
 from dataclasses import asdict, fields
 from pathlib import Path
 
 from nnqs.app.io import save_checkpoint
-from nnqs.app.report import MetricsLog, write_csv
+from nnqs.app.report import MetricsLog, readable_rows, write_csv
 from nnqs.parallel.comm import LOCAL, Communicator
 
 #: The per-interval step lines of a run without a progress bar (the CLI shows them off a terminal).
@@ -85,11 +83,7 @@ class CycleLog:
         self.path = Path(path)
         self.rows: list[dict] = []
         if resume_cycle is not None and self.path.exists():
-            with self.path.open(newline="", errors="replace") as f, contextlib.suppress(csv.Error):
-                for row in csv.DictReader(f):
-                    with contextlib.suppress(ValueError, TypeError):
-                        if None not in row.values() and int(row["step"]) < resume_cycle:
-                            self.rows.append(row)
+            self.rows = readable_rows(self.path, resume_cycle, numbers=("energy",))
 
     def __call__(self, driver, record) -> None:
         self.rows.append(asdict(record))

@@ -30,6 +30,35 @@ def write_csv(path: str | Path, names: list[str], rows: list[dict]) -> None:
     atomic_write(path, write)
 
 
+def readable_rows(path: Path, before: int, numbers: Sequence[str] = ()) -> list[dict]:
+    """The rows of the CSV file ``path`` whose ``step`` is below ``before`` and that read back
+    whole: a row cut short (a full disk, a crash mid-write) or damaged (a flipped bit: a ``step``
+    or one of the ``numbers`` columns that is no number, a NUL, bytes that are no UTF-8) is
+    dropped, with one warning naming the file, the count and the first line."""
+    rows, bad = [], []
+    with path.open(newline="", errors="replace") as f:
+        reader = csv.DictReader(f)
+        try:
+            for r in reader:
+                try:
+                    if None in r.values() or None in r or "\ufffd" in "".join(r.values()):
+                        raise ValueError("cut short or not UTF-8")
+                    if int(r["step"]) >= before:
+                        continue
+                    for name in numbers:
+                        float(r[name])
+                except (ValueError, KeyError, TypeError):
+                    bad.append(reader.line_num)
+                    continue
+                rows.append(r)
+        except csv.Error:   # a NUL or a broken quote: nothing past it is trusted
+            bad.append(reader.line_num)
+    if bad:
+        log.warning("%s: %d unreadable row(s) dropped (first at line %d); the run goes on from its checkpoint",
+                    path, len(bad), bad[0])
+    return rows
+
+
 class MetricsLog:
     """Appends step records to ``metrics.csv``; on resume, drops rows past the checkpoint."""
 
@@ -37,34 +66,8 @@ class MetricsLog:
         self.path, self.fci = Path(path), fci
         self.rows: list[dict] = []
         if resume_step is not None and self.path.exists():
-            self.rows = self._readable_rows(resume_step)
+            self.rows = readable_rows(self.path, resume_step, numbers=("energy", "seconds"))
         self._rewrite()
-
-    def _readable_rows(self, resume_step: int) -> list[dict]:
-        """The rows before ``resume_step`` that read back whole: a row cut short (a full disk, a
-        crash mid-write) or damaged (a flipped bit: a field that is no number, a NUL, bytes that
-        are no UTF-8) is dropped, with one warning naming the file, the count and the first line."""
-        rows, bad = [], []
-        with self.path.open(newline="", errors="replace") as f:
-            reader = csv.DictReader(f)
-            try:
-                for r in reader:
-                    try:
-                        if None in r.values() or None in r or "\ufffd" in "".join(r.values()):
-                            raise ValueError("cut short or not UTF-8")
-                        if int(r["step"]) >= resume_step:
-                            continue
-                        float(r["energy"]), float(r["seconds"])
-                    except (ValueError, KeyError, TypeError):
-                        bad.append(reader.line_num)
-                        continue
-                    rows.append(r)
-            except csv.Error:   # a NUL or a broken quote: nothing past it is trusted
-                bad.append(reader.line_num)
-        if bad:
-            log.warning("%s: %d unreadable row(s) dropped (first at line %d); the run goes on from its checkpoint",
-                        self.path, len(bad), bad[0])
-        return rows
 
     def append(self, record: StepRecord) -> dict:
         row = asdict(record)

@@ -176,8 +176,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
                                   "origins": solver.origins.state_dict(),
                                   **solver.clock.times()})
     # a checkpoint once the start is fitted and after every cycle of the loop: a resume repeats neither
-    saved_loop = state.get("loop") if state is not None else None
-    cycles = CycleLog(out / "subspace.csv", resume_cycle=int(saved_loop["step"]) if saved_loop else None)
+    cycles = CycleLog(out / "subspace.csv", resume_cycle=solver.resume_cycle)
     solver.start(initial_model=initial_model, started=lambda: checkpoints.save(driver),
                  cycle_callbacks=[cycles, lambda loop, record: checkpoints.save(driver)])
     bar = tqdm(total=config.optim.steps, initial=driver.step, disable=not progress, desc=config.molecule.name,

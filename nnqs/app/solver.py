@@ -234,6 +234,12 @@ class NNQS:
             self.resumed = True
         return self
 
+    @property
+    def resume_cycle(self) -> int | None:
+        """The cycles of the subspace loop a resumed run's checkpoint holds (``None``: it holds no
+        running loop)."""
+        return int(self._saved_loop["step"]) if self._saved_loop is not None else None
+
     def start(self, *, initial_model: dict | None = None, initial_pool=None, cycle_callbacks: Sequence = (),
               started=None) -> NNQS:
         """The start (fit to a CI target) and, with ``[subspace] cycles``, the subspace loop
@@ -245,8 +251,8 @@ class NNQS:
         ``initial_pool``: determinants uint8 ``[D, 2N]`` (or a state) in the molecule's orbital
         order, joined to the first pool and re-diagonalised (a warm start from a nearby problem)."""
         if self.resumed:
-            saved, cycles = self._saved_loop, self.config.subspace.cycles or 0
-            if saved is not None and int(saved["step"]) < cycles:
+            saved = self._saved_loop
+            if saved is not None and int(saved["step"]) < (self.config.subspace.cycles or 0):
                 _, _, driver = self._prepared()
                 self.loop = SubspaceDriver.from_state_dict(driver.H, driver.state, self.config.subspace, saved)
                 self.pool = self._run_loop(cycle_callbacks)
