@@ -20,6 +20,7 @@ import torch
 
 from hamiltonians.determinants import as_occupation, n_words, unpack_keys
 from hamiltonians.protocol import Hamiltonian
+from hamiltonians.release import release_freed_memory
 from hamiltonians.sci.key_sums import KeySums
 from hamiltonians.sci.state import SCIState, require_unique
 
@@ -76,7 +77,10 @@ def extend_by_connection(H: Hamiltonian, dets, coefficients, n_new: int, *, chun
     keys, sums = outside_sums(H, dets, torch.as_tensor(coefficients, dtype=torch.float64), chunk=chunk).result()
     score = np.abs(sums[:, 0])
     top = np.argsort(-score, kind="stable")[: max(0, int(n_new))]
-    return unpack_keys(keys[torch.from_numpy(top)], H.n_spin_orbitals)
+    chosen = unpack_keys(keys[torch.from_numpy(top)], H.n_spin_orbitals)
+    del keys, sums, score
+    release_freed_memory()
+    return chosen
 
 
 def pt2_selection(H: Hamiltonian, state: SCIState, n_new: int, *, parents: int = 1024) -> torch.Tensor:

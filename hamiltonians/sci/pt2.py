@@ -37,6 +37,7 @@ import torch
 from hamiltonians.protocol import Hamiltonian
 from hamiltonians.sci.connections import outside_sums
 from hamiltonians.sci.diagonalise import apply_in_space, projected_energy
+from hamiltonians.release import release_freed_memory
 from hamiltonians.sci.key_sums import diagonal_of_keys
 from hamiltonians.sci.state import require_unique
 
@@ -130,6 +131,7 @@ def _deterministic_outside(H: Hamiltonian, dets, c, energy, parents, max_bytes, 
         n_out += keys.shape[0]
         peak = max(peak, sums.peak_bytes)
         del sums, keys, num
+        release_freed_memory()
     return e2, norm, n_out, n_buckets, peak
 
 

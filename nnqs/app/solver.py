@@ -18,6 +18,7 @@ folder, the references and ``result.json`` are the application's.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -39,7 +40,8 @@ from nnqs.parallel.comm import LOCAL, Communicator
 from nnqs.training.callbacks import StopOnPlateau
 from nnqs.training.driver import build_vmc
 from nnqs.training.evaluation import final_evaluation, p_hf
-from nnqs.training.memory import available_memory, check_memory, gib, plan_memory
+from nnqs.training.memory import MemoryPlan, Sizes, available_memory, check_memory, gib, plan_memory
+from nnqs.training.memory_peaks import PeakMemory, phase, resident_bytes
 from nnqs.training.settings import last_regime_start
 from nnqs.training.origins import Origins
 from nnqs.training.start import Start
@@ -170,6 +172,8 @@ class NNQS:
         self.pool: SCIState | None = None
         self.result: NNQSResult | None = None
         self.preset: dict | None = None
+        self.memory: PeakMemory | None = None       # the phases' measured peaks (prepare makes it)
+        self.memory_plan: MemoryPlan | None = None  # what prepare planned
         self.start_summary: dict | None = None
         self.start_p_hf = float("nan")
         self.clock = Clock()
@@ -213,7 +217,8 @@ class NNQS:
             _check_steps(self.config, checkpoint, checkpoint_path, extend)
         self.model = build_model(self.config.model, system).to(self.config.run.device)
         fits = checkpoint is None and self.config.start.mode not in ("none", "hf")
-        _check_memory(self.config, self.model, H, fits=fits)
+        self.memory = PeakMemory()
+        self.memory_plan = _check_memory(self.config, self.model, H, fits=fits)
         if checkpoint is None:
             _check_start(self.config, H)
         if self.comm.is_main:   # the input checked: what runs
@@ -250,6 +255,16 @@ class NNQS:
         goes on from there. ``initial_model``: weights to start from (the start then refits them);
         ``initial_pool``: determinants uint8 ``[D, 2N]`` (or a state) in the molecule's orbital
         order, joined to the first pool and re-diagonalised (a warm start from a nearby problem)."""
+        with self._memory().recording():
+            return self._start(initial_model, initial_pool, cycle_callbacks, started)
+
+    def _memory(self) -> PeakMemory:
+        """The phases' measured peaks (made by :meth:`prepare`)."""
+        if self.memory is None:
+            self.memory = PeakMemory()
+        return self.memory
+
+    def _start(self, initial_model, initial_pool, cycle_callbacks, started) -> NNQS:
         if self.resumed:
             saved = self._saved_loop
             if saved is not None and int(saved["step"]) < (self.config.subspace.cycles or 0):
@@ -291,7 +306,8 @@ class NNQS:
         stop = StopOnPlateau(self.config.stop, last_regime_start(self.config.optim, self.config.local_energy),
                              comm=self.comm, energies=history[0], stderrs=history[1])
         self.clock.training()
-        return driver.run(target, [*callbacks, stop])
+        with self._memory().recording(), phase("vmc"):
+            return driver.run(target, [*callbacks, stop])
 
     def target(self, stop_after: int | None = None) -> int:
         steps = self.config.optim.steps
@@ -303,10 +319,12 @@ class NNQS:
         system, model, driver = self._prepared()
         comm = self.comm
         wall = self.clock.wall()  # the training's; the evaluation has its own seconds
-        evaluation = final_evaluation(driver, system.hf_tokens)
-        subspace, space = final_subspace(driver.H, driver.state, self.pool, self.config.subspace,
-                                         seed=self.config.run.seed, origins=self.origins) \
-            if comm.world_size == 1 else ({}, None)
+        with self._memory().recording():
+            with phase("evaluation"):
+                evaluation = final_evaluation(driver, system.hf_tokens)
+            subspace, space = final_subspace(driver.H, driver.state, self.pool, self.config.subspace,
+                                             seed=self.config.run.seed, origins=self.origins) \
+                if comm.world_size == 1 else ({}, None)
         fields = {**evaluation.to_dict(), **subspace}
         fields = {
             "schema_version": RESULT_SCHEMA_VERSION,
@@ -330,6 +348,8 @@ class NNQS:
             "preset": self.preset,
             "stopped_early": stopped_early,
             "wall_seconds": wall,
+            "memory": {"plan": self.memory_plan.to_dict() if self.memory_plan is not None else None,
+                       "measured": self._memory().to_dict()},
         }
         self.result = NNQSResult(fields, model, self.pool, space, system.order)
         return self.result
@@ -408,25 +428,63 @@ def _check_start(config: RunConfig, H: Hamiltonian) -> None:
         raise ConfigError(f"[start] {error}") from None
 
 
-def _check_memory(config: RunConfig, model, H: Hamiltonian, *, fits: bool) -> None:
-    """Stop before the start (:class:`ConfigError`, one line) when a step's estimated peak
-    memory (:func:`nnqs.training.memory.plan_memory`, at the unique window's upper end) exceeds
-    ``[run] max_memory_gib`` or what the machine has available (shared by this node's processes)."""
-    sampler, start = config.sampler, config.start
-    assert sampler.n_samples is not None and config.optim.method is not None   # the presets resolved
-    n_unique = sampler.unique_window[1] if sampler.unique_window else min(sampler.n_samples, H.n_determinants)
-    if sampler.max_unique:
-        n_unique = max(n_unique, sampler.max_unique)
-    plan = plan_memory(model, H, n_unique=min(n_unique, H.n_determinants), method=config.optim.method,
-                       sr_top=config.optim.sr_top, cache_bytes=sampler.max_cache_bytes,
-                       grad_chunk=config.optim.grad_chunk,
-                       fit_batch=(start.max_determinants + start.tail) if fits else 0)
+def _check_memory(config: RunConfig, model, H: Hamiltonian, *, fits: bool) -> MemoryPlan:
+    """Stop before the start (:class:`ConfigError`, one line) when the run's estimated peak
+    memory (:func:`nnqs.training.memory.plan_memory` at :func:`plan_sizes`) exceeds ``[run]
+    max_memory_gib`` or what the process holds plus what the machine has available (shared by this
+    node's processes)."""
+    in_use = resident_bytes()
+    optim = config.optim
+    method = "adamw" if optim.adamw_phase >= (optim.steps or 0) else optim.method or "adamw"   # the rule that runs
+    plan = plan_memory(model, H, sizes=plan_sizes(config, H, fits=fits), method=method,
+                       sr_top=config.optim.sr_top, cache_bytes=config.sampler.max_cache_bytes,
+                       grad_chunk=config.optim.grad_chunk, process_bytes=in_use)
     available = available_memory()
     if available is not None:
-        available //= max(int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1), 1)
+        available = in_use + available // max(int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1), 1)
     limits = [v for v in (gib(config.run.max_memory_gib), available) if v is not None]
-    log.info("memory plan: %s; available %s", plan.describe(),
-             f"{min(limits) / 2**30:.2f} GiB" if limits else "unknown")
+    log.info("memory plan: %s; the process may hold %s", plan.describe(),
+             f"{min(limits) / 2**30:.2f} GiB" if limits else "an unknown amount")
     problem = check_memory(plan, min(limits) if limits else None)
     if problem:
         raise ConfigError(problem)
+    return plan
+
+
+def plan_sizes(config: RunConfig, H: Hamiltonian, *, fits: bool) -> Sizes:
+    """The :class:`~nnqs.training.memory.Sizes` a run of ``config`` on ``H`` may reach: the unique
+    window's upper end, the start's CI space (``"sci"``: ``sci_determinants`` or twice CISD), the
+    loop's pool grown by ``extend`` and a tenth as many new samples a cycle up to ``pool``, the
+    final space (that pool and as many samples again), PT2 as ``[subspace] pt2`` says."""
+    sampler, start, sub = config.sampler, config.start, config.subspace
+    assert sampler.n_samples is not None   # the presets resolved
+    n_det = H.n_determinants
+    n_unique = sampler.unique_window[1] if sampler.unique_window else min(sampler.n_samples, n_det)
+    n_unique = min(max(n_unique, sampler.max_unique), n_det)
+    space = 0
+    if fits and start.mode not in ("none", "hf"):
+        cisd = cisd_size(H)
+        space = cisd if start.mode == "cisd" else cisd + 400 if start.mode in ("auto", "cisd_cas", "casci") \
+            else max(start.sci_determinants, 2 * cisd)
+        space = min(space, n_det)
+    cycles = sub.cycles or 0
+    growth = sub.extend + max(1, sub.extend // 10)
+    pool = min(sub.pool, space + max(cycles - 1, 0) * growth, n_det) if cycles else 0
+    loop_space = min(pool + growth, n_det) if cycles else 0
+    final = min((min(sub.pool, space + cycles * growth) if cycles else space) + (sub.extend // 10 if sub.final_samples
+                                                                                   else 0), n_det)
+    deterministic = sub.pt2 == "deterministic" or (sub.pt2 == "auto" and final <= sub.pt2_exact_max)
+    return Sizes(n_unique=n_unique, eval_unique=1, start_rows=(start.max_determinants + start.tail) if space else 0,
+                 loop_rows=(sub.fit_determinants + sub.fit_tail) if cycles and sub.fit_steps else 0,
+                 phase_rows=max(start.phase_determinants, 8192 if cycles else 0), start_space=space,
+                 loop_pool=pool, loop_space=loop_space, final_space=final if sub.pt2 != "none" or final else 0,
+                 pt2_parents=0 if sub.pt2 == "none" else final if deterministic else min(sub.pt2_deterministic, final),
+                 pt2_draws=0 if deterministic or sub.pt2 == "none" else sub.pt2_draws)
+
+
+def cisd_size(H: Hamiltonian) -> int:
+    """Determinants of CISD on ``H``'s lowest-index determinant (HF, the singles and the doubles)."""
+    n, a, b = H.n_orbitals, H.n_alpha, H.n_beta
+    single_a, single_b = a * (n - a), b * (n - b)
+    return int(1 + single_a + single_b + math.comb(a, 2) * math.comb(n - a, 2) + math.comb(b, 2) * math.comb(n - b, 2)
+               + single_a * single_b)

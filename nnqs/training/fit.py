@@ -37,8 +37,7 @@ PROGRESS_EVERY = 100
 
 def fidelity(model, tokens: torch.Tensor, coefficients: torch.Tensor) -> float:
     """``|<c|psi>|^2`` for a normalised target ``c`` on ``tokens`` (``psi`` is normalised exactly)."""
-    with torch.no_grad():
-        psi = torch.exp(model.log_psi(tokens).to(torch.complex128))
+    psi = torch.exp(model.log_psi_no_grad(tokens).to(torch.complex128))
     return float((coefficients.to(psi).conj() * psi).sum().abs() ** 2)
 
 

@@ -29,6 +29,7 @@ from hamiltonians.sci.spaces import cas_window, casci, cisd, cisd_cas
 from hamiltonians.sci.state import SCIState
 from nnqs.errors import InputError
 from nnqs.training.fit import fit_hf, fit_to_state
+from nnqs.training.memory_peaks import phase
 from nnqs.training.settings import StartSettings
 from nnqs.wavefunction.tokens import occupations_to_tokens
 
@@ -101,23 +102,25 @@ class Start:
         self.target = self.chosen = self.fidelity = self.refit = None
         began = time.perf_counter()
         if settings.fits_ci:
-            self.target = self.build_target(H, hf_occupation=hf_occupation, order=order)
+            with phase("start.target"):
+                self.target = self.build_target(H, hf_occupation=hf_occupation, order=order)
         self.target_seconds = time.perf_counter() - began
         began = time.perf_counter()
-        self.fidelity = self.fit(model, hf_occupation)
-        if self.fidelity is not None and self.fidelity < settings.min_fidelity and fresh_model is not None:
-            log.warning("start fit reached fidelity %.4f < %.2f; refitting a fresh network", self.fidelity,
-                        settings.min_fidelity)
-            fresh = fresh_model()
-            again = self.fit(fresh, hf_occupation)
-            if again is not None and again > self.fidelity:
-                model.load_state_dict(fresh.state_dict())
-                self.fidelity, self.refit = again, "kept fresh"
-                log.warning("kept the fresh network (fidelity %.4f)", again)
-            else:
-                self.refit = "kept first"
-                log.warning("kept the first fit (the fresh one reached %.4f)",
-                            again if again is not None else float("nan"))
+        with phase("start.fit"):
+            self.fidelity = self.fit(model, hf_occupation)
+            if self.fidelity is not None and self.fidelity < settings.min_fidelity and fresh_model is not None:
+                log.warning("start fit reached fidelity %.4f < %.2f; refitting a fresh network", self.fidelity,
+                            settings.min_fidelity)
+                fresh = fresh_model()
+                again = self.fit(fresh, hf_occupation)
+                if again is not None and again > self.fidelity:
+                    model.load_state_dict(fresh.state_dict())
+                    self.fidelity, self.refit = again, "kept fresh"
+                    log.warning("kept the fresh network (fidelity %.4f)", again)
+                else:
+                    self.refit = "kept first"
+                    log.warning("kept the first fit (the fresh one reached %.4f)",
+                                again if again is not None else float("nan"))
         self.fit_seconds = time.perf_counter() - began
         return self.fidelity
 

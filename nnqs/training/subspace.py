@@ -29,10 +29,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from hamiltonians.protocol import Hamiltonian
+from hamiltonians.release import release_freed_memory
 from hamiltonians.sci.diagonalise import diagonalise, truncate
 from hamiltonians.sci.state import SCIState, merge
 from nnqs.training.driver import Driver
 from nnqs.training.fit import fit_to_state
+from nnqs.training.memory_peaks import phase
 from nnqs.training.origins import Origins, origin_shares
 from nnqs.training.settings import SubspaceConfig
 from nnqs.training.state import VariationalState
@@ -111,7 +113,7 @@ class SubspaceDriver(Driver):
     def train_step(self) -> CycleRecord:
         began = time.perf_counter()
         cfg, H = self.config, self.H
-        with torch.no_grad():
+        with torch.no_grad(), phase("loop.sample"):
             batch = self.state.sample(cfg.n_samples)
         sampled = tokens_to_occupations(batch.tokens).to(torch.uint8).cpu()
         sample_seconds = time.perf_counter() - began
@@ -122,23 +124,27 @@ class SubspaceDriver(Driver):
         if cfg.extend:
             from hamiltonians.sci.connections import extend_by_connection
 
-            extension = extend_by_connection(H, old.dets, old.coefficients, cfg.extend)
+            with phase("loop.extend"):
+                extension = extend_by_connection(H, old.dets, old.coefficients, cfg.extend)
             merged, n_ext = merge(H, merged, extension)
             self.origins.add(extension, "connection")   # first: the network is credited with what growth missed
         self.origins.add(sampled, "network")
-        pool = diagonalise(H, merged, v0=_start_vector(old.coefficients, n_new + n_ext))
-        self.pool = truncate(H, pool, cfg.pool)
+        with phase("loop.diagonalise"):
+            pool = diagonalise(H, merged, v0=_start_vector(old.coefficients, n_new + n_ext))
+            self.pool = truncate(H, pool, cfg.pool)
         if self.pool.energy < self.best.energy:
             self.best = self.pool
         diagonalise_seconds = time.perf_counter() - t0
         t0 = time.perf_counter()
         fidelity = math.nan
         if cfg.fit_steps:
-            tokens = occupations_to_tokens(self.pool.dets.long())
-            fidelity = fit_to_state(self.model, tokens, self.pool.coefficients, steps=cfg.fit_steps, lr=cfg.fit_lr,
-                                    max_determinants=cfg.fit_determinants, tail=cfg.fit_tail,
-                                    phases={"steps": cfg.phase_steps})
+            with phase("loop.fit"):
+                tokens = occupations_to_tokens(self.pool.dets.long())
+                fidelity = fit_to_state(self.model, tokens, self.pool.coefficients, steps=cfg.fit_steps,
+                                        lr=cfg.fit_lr, max_determinants=cfg.fit_determinants, tail=cfg.fit_tail,
+                                        phases={"steps": cfg.phase_steps})
         fit_seconds = time.perf_counter() - t0
+        release_freed_memory()   # the cycle's builds freed: the next cycle starts from what is held
         shares = origin_shares(H, self.pool, self.origins)
         by_origin = {}
         for name in ("start", "connection", "network"):   # an origin absent from the pool: weight 0, lowers nothing
@@ -187,8 +193,7 @@ def subspace_energy(H: Hamiltonian, state: VariationalState, pool: SCIState | No
         batch = state.sample(n_samples)
     sampled = tokens_to_occupations(batch.tokens).to(torch.uint8).cpu()
     if pool is None:   # the network's amplitudes start the Lanczos
-        with torch.no_grad():
-            log_psi = state.model.log_psi(batch.tokens)
+        log_psi = state.model.log_psi_no_grad(batch.tokens)
         amplitude = torch.exp(log_psi.real.double().cpu()) * torch.cos(log_psi.imag.double().cpu())
         return diagonalise(H, sampled, v0=amplitude), int(sampled.shape[0])
     return join(H, pool, sampled)
@@ -233,12 +238,14 @@ def final_subspace(H: Hamiltonian, state: VariationalState, pool: SCIState | Non
     final space's determinants (``origins`` given, the final samples recorded as
     ``"final_samples"`` where new) :func:`~nnqs.training.origins.origin_shares`."""
     began = time.perf_counter()
-    if config.final_samples:
-        space, n_new = subspace_energy(H, state, pool, n_samples=config.final_samples)
-    elif pool is not None:
-        space, n_new = diagonalise(H, pool.dets, v0=pool.coefficients), 0
-    else:
+    if pool is None and not config.final_samples:
         return {}, None
+    with phase("final.space"):
+        if config.final_samples:
+            space, n_new = subspace_energy(H, state, pool, n_samples=config.final_samples)
+        else:
+            assert pool is not None
+            space, n_new = diagonalise(H, pool.dets, v0=pool.coefficients), 0
     fields: dict[str, Any] = {"energy_subspace": space.energy, "subspace_size": int(space.dets.shape[0]),
               "subspace_from_network": n_new, "subspace_pool_energy": None if pool is None else float(pool.energy),
               "subspace_seconds": time.perf_counter() - began}
@@ -247,12 +254,14 @@ def final_subspace(H: Hamiltonian, state: VariationalState, pool: SCIState | Non
         fields["origins"] = origin_shares(H, space, origins)
     log.info("subspace energy: E_var = %.10f on %d determinants (%d from the network's samples)", space.energy,
              fields["subspace_size"], n_new)
-    pt2 = pool_pt2(H, space, config, seed=seed)
+    with phase("final.pt2"):
+        pt2 = pool_pt2(H, space, config, seed=seed)
     if pt2 is not None:
         fields.update(pt2)
         log.info("PT2: E_var + E2 = %.10f +- %.1e (%s)", pt2["energy_pt2"], pt2["energy_pt2_stderr"], pt2["pt2_form"])
         if config.extrapolation:
-            fields.update(extrapolation(H, space, pt2, config, seed=seed))
+            with phase("final.extrapolation"):
+                fields.update(extrapolation(H, space, pt2, config, seed=seed))
     return fields, space
 
 

@@ -200,6 +200,16 @@ class TransformerWavefunction(nn.Module):
             check_tokens(tokens, self.n_orbitals)
         return torch.complex(0.5 * self.log_prob(tokens, validate=False), self.phase(tokens, validate=False))
 
+    @torch.no_grad()
+    def log_psi_no_grad(self, tokens: torch.Tensor, *, chunk: int = 4096, validate: bool = True) -> torch.Tensor:
+        """:meth:`log_psi` ``[B]`` without gradients, ``chunk`` rows at a time, so that a pass over a
+        whole determinant space holds one chunk's activations (equal to :meth:`log_psi` row by row)."""
+        if validate:
+            check_tokens(tokens, self.n_orbitals)
+        if tokens.shape[0] <= chunk:
+            return self.log_psi(tokens, validate=False)
+        return torch.cat([self.log_psi(part, validate=False) for part in tokens.split(chunk)])
+
     def log_psi_given(self, tokens: torch.Tensor, log_prob: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
         """``log psi(x)`` ``[B]`` from a known ``log p(x)`` ``[B]`` (e.g. the sampler's, accumulated
         from the cached conditionals, which equal the full pass's to rounding): only the phase

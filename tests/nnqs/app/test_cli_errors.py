@@ -156,7 +156,8 @@ def test_a_run_that_cannot_fit_in_memory_stops_before_its_start(tmp_path):
                   "--out", str(tmp_path / "o"))
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2 and len(lines) == 1, result.stderr
-    assert "a step needs about" in lines[0] and "max_memory_gib" in lines[0] and "0.00 GiB available" in lines[0]
+    assert "the run needs about" in lines[0] and "max_memory_gib" in lines[0] and "0.00 GiB it may hold" in lines[0]
+    assert "does not fit; lower" in lines[0]   # the phase, then the settings that shrink it
     assert not (tmp_path / "o" / "checkpoint.pt").exists()
 
 
