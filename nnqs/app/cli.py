@@ -108,8 +108,11 @@ def _analyse(args: argparse.Namespace) -> int:
     from nnqs.app.trained import load_trained
     from nnqs.training.analysis import MAX_DETERMINANTS, analyse_state, format_analysis
 
+    from nnqs.app.folder import reading
+
     try:
-        trained = load_trained(args.run_dir)
+        with reading(args.run_dir) as running:
+            trained = load_trained(args.run_dir)
         system, model = trained.system, trained.model
         analysis = None
         if system.hamiltonian.n_determinants <= MAX_DETERMINANTS:
@@ -127,7 +130,10 @@ def _analyse(args: argparse.Namespace) -> int:
     write_json(Path(args.run_dir) / "analysis.json", summary)
     print(f"{trained.config.molecule.name} after step {trained.step}:")
     result_path = Path(args.run_dir) / "result.json"
-    if result_path.is_file():   # the run's own energies: VMC, subspace, + PT2, extrapolated
+    if running:   # its checkpoint is one whole generation; a result.json there is an earlier session's
+        print(f"  (the run is still training, {running}: this is its checkpoint at step {trained.step}; "
+              "result.json is left to the run)")
+    elif result_path.is_file():   # the run's own energies: VMC, subspace, + PT2, extrapolated
         import json
 
         try:

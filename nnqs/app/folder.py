@@ -58,6 +58,27 @@ def hold_folder(out: Path, hint: str = "wait for it or choose another --out") ->
     return lock
 
 
+@contextlib.contextmanager
+def reading(out: str | Path):
+    """A reader's hold on run folder ``out`` (``analyse``, ``reference``): within the block no run
+    can take the folder, and the block sees ``None``; where a run holds it now, the block sees its
+    holder (``"pid N on HOST"``) and must only read (the run will write its ``result.json``)."""
+    out = Path(out)
+    lock = FileLock(str(out / LOCK), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        yield (out / OWNER).read_text().strip() if (out / OWNER).exists() else "another process"
+        return
+    except OSError:   # a folder one may read but not lock (read-only): nothing can run in it either
+        yield None
+        return
+    try:
+        yield None
+    finally:
+        lock.release()
+
+
 _SHARED: dict[str, list] = {}   # resolved path -> [lock, number of living holders in this process]
 
 

@@ -20,6 +20,7 @@ from typing import cast
 
 import numpy as np
 
+from nnqs.app.folder import reading
 from nnqs.app.io import atomic_write, write_json
 from nnqs.app.report import save_figure
 from nnqs.app.trained import TrainedRun
@@ -71,14 +72,18 @@ def run_properties(trained: TrainedRun, run_dir: str | Path, *, n_samples: int |
     atomic_write(run_dir / "rdms.npz", write_npz)
     _plot_occupations(run_dir / "natural_occupations.png", observables, trained.config.molecule.name)
     result_path = run_dir / "result.json"
-    if result_path.is_file():
-        try:
-            result = json.loads(result_path.read_text())
-        except (ValueError, UnicodeDecodeError):   # written again, observables aside, by a --resume
-            log.warning("%s: unreadable, the observables are not merged into it", result_path)
-            return observables
-        result["observables"] = observables.to_dict()
-        write_json(result_path, result)
+    with reading(run_dir) as running:   # no run may write result.json between its read and this write
+        if running:
+            log.warning("%s is in use by its run (%s): the observables are not merged into its result.json",
+                        run_dir, running)
+        elif result_path.is_file():
+            try:
+                result = json.loads(result_path.read_text())
+            except (ValueError, UnicodeDecodeError):   # written again, observables aside, by a --resume
+                log.warning("%s: unreadable, the observables are not merged into it", result_path)
+                return observables
+            result["observables"] = observables.to_dict()
+            write_json(result_path, result)
     return observables
 
 
