@@ -104,6 +104,31 @@ def density_points(H, folder: Path) -> list[dict]:
     return points
 
 
+RUNTIME_PROBE = """
+import sys, torch
+from hamiltonians.io.fcidump import read_fcidump
+from hamiltonians.sci.connections import pt2_selection
+from hamiltonians.sci.pt2 import en_pt2
+from hamiltonians.sci.spaces import cisd
+from nnqs.training.memory_peaks import resident_bytes
+H = read_fcidump(sys.argv[1])
+before = resident_bytes()
+state = cisd(H)
+pt2_selection(H, state, 100)
+en_pt2(H, state.dets, state.coefficients, state.energy)
+print(resident_bytes() - before)
+"""
+
+
+def runtime_floor(fcidump: Path) -> int:
+    """What a fresh process keeps after the compiled kernels' first use (a CISD, a selection and
+    a PT2 on ``fcidump``; nnqs.training.memory.RUNTIME_BYTES), bytes."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", RUNTIME_PROBE, str(fcidump)], check=True, env=env,
+                         capture_output=True, text=True).stdout
+    return int(out.strip().splitlines()[-1])
+
+
 def fit_laws(systems: list[dict]) -> dict:
     """``a`` and ``power`` of ``y / n = a (D / n) ** power`` (``n``: connections per determinant;
     ``y``: off-diagonal elements per row, distinct outside per parent), least squares in logs."""
@@ -174,7 +199,8 @@ def main(argv=None) -> int:
 
             H = load_trained(folder).system.hamiltonian
             systems.append({"example": name, "n_connections": Density.of(H).n_connections,
-                            "points": density_points(H, folder)})
+                            "points": density_points(H, folder),
+                            "runtime_bytes": runtime_floor(folder / "hamiltonian.fcidump")})
     laws = fit_laws(systems) if systems else None
     print(f"{'example':24s} {'phase':20s} {'planned GiB':>11s} {'measured GiB':>12s} {'ratio':>6s}")
     for row in rows:
@@ -186,6 +212,8 @@ def main(argv=None) -> int:
         print(f"{row['example']:24s} {'PEAK':20s} {row['planned_peak'] / 2**30:11.3f} "
               f"{row['measured_peak'] / 2**30:12.3f} {row['ratio']:6.2f} {'within' if ok else 'OUTSIDE'} "
               f"{args.tolerance:.0%}")
+    for s in systems:
+        print(f"{s['example']}: the compiled kernels' first use keeps {s['runtime_bytes'] / 2**20:.0f} MiB")
     if laws:
         print("fitted density laws:", json.dumps({k: {"a": round(v["a"], 4), "power": round(v["power"], 3)}
                                                    for k, v in laws.items()}))

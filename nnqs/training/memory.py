@@ -4,9 +4,9 @@ A plan is made at :class:`Sizes` (the unique samples of a step, the fits' rows, 
 space, the loop's pool and spaces, the final space, PT2's parents): before a run, at the upper
 ends its settings allow (:func:`sizes_of`); to check the plan, at the sizes a run reached. Its
 parts are the run's phases, named as :mod:`nnqs.training.memory_peaks` measures them, each the
-bytes it holds above a base (the process as it stands when the plan is made, plus the
-parameters, gradients, optimiser moments and integrals); the peak is the base plus the largest
-part:
+bytes it holds above a base (the process as it stands when the plan is made, the compiled
+kernels once they have run, the parameters, gradients, optimiser moments and integrals); the peak
+is the base plus the largest part:
 
 * ``start.target``: the start's CI space (its ``H_S`` built in CSR, the CIPSI selection's sums
   over its largest parents); ``start.fit`` / ``loop.fit``: the amplitude fit's autograd graph over
@@ -54,6 +54,9 @@ NO_GRAD_CHUNK = 4096
 KEY_BYTES = 96
 #: PT2's budget for one pass's sums (``hamiltonians.sci.pt2.DEFAULT_MAX_BYTES``).
 PT2_MAX_BYTES = 2 << 30
+#: What the process keeps once the compiled kernels have run (Numba's compiled code, first-use
+#: buffers): part of every phase's base; measured by ``experiments/studies/memory_plan.py``.
+RUNTIME_BYTES = 64 * 2**20
 
 
 @dataclass(frozen=True)
@@ -243,7 +246,7 @@ def plan_memory(model, H: Hamiltonian, *, n_unique: int | None = None, sizes: Si
     }
     parts = {k: int(v) for k, v in parts.items() if v}
     fixed = p * itemsize * 6 + H.n_orbitals ** 4 * 8 * 3          # parameters, grads, moments, roll-back copy
-    return MemoryPlan(int(sizes.n_unique), parts, int(process_bytes + fixed), sizes)
+    return MemoryPlan(int(sizes.n_unique), parts, int(process_bytes + fixed + RUNTIME_BYTES), sizes)
 
 
 def available_memory() -> int | None:

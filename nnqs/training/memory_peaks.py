@@ -7,6 +7,9 @@ Rules:
   reset (``/proc/self/clear_refs`` ``5``, Linux) when a phase opens, and read when one opens or
   closes; every open phase takes the largest mark read while it was open, so nested phases give
   each level its own peak. A phase entered several times (one per cycle) keeps its largest.
+* A phase hands the heap it freed back to the system when it ends
+  (:func:`hamiltonians.release.release_freed_memory`), so that the next phase starts from what is
+  held, not from the largest allocation so far.
 * Phases are recorded into the :class:`PeakMemory` made current by :meth:`PeakMemory.recording`
   (a context variable); with none current, :func:`phase` costs nothing and records nothing, so
   library code marks its phases unconditionally.
@@ -21,6 +24,8 @@ import contextvars
 import resource
 import sys
 from collections.abc import Iterator
+
+from hamiltonians.release import release_freed_memory
 
 __all__ = ["PeakMemory", "phase", "resident_bytes"]
 
@@ -95,6 +100,7 @@ class PeakMemory:
         finally:
             self._fold()
             self._open.remove(name)
+            release_freed_memory()
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[PeakMemory]:
