@@ -64,15 +64,17 @@ def reached_sizes(folder: Path, result: dict) -> Sizes:
     start = result.get("start") or {}
     space = int(start.get("determinants") or 0)
     settings = start.get("settings") or {}
-    pools, spaces, before = [], [], space
+    pools, spaces, drawn, before = [], [], [0], space
     for row in _rows(folder / "subspace.csv"):
         pools.append(before)
+        drawn.append(int(row["n_sampled"]))
         spaces.append(before + int(row["n_new_sampled"]) + int(row["n_extended"]))
         before = int(row["n_pool"])
     sub = config["subspace"]
     final = int(result.get("subspace_size") or 0)
     stochastic = "semistochastic" in str(result.get("pt2_form", ""))
-    return Sizes(n_unique=n_unique, eval_unique=1,
+    evaluation = int(result.get("n_unique") or result.get("eval_unique") or n_unique)
+    return Sizes(n_unique=n_unique, eval_unique=evaluation, loop_unique=max(drawn),
                  start_rows=int(settings.get("max_determinants", 0)) + int(settings.get("tail", 0)) if space else 0,
                  loop_rows=int(sub["fit_determinants"]) + int(sub["fit_tail"]) if pools else 0,
                  phase_rows=max(int(settings.get("phase_determinants", 0)), 8192 if pools else 0),

@@ -474,7 +474,9 @@ def plan_sizes(config: RunConfig, H: Hamiltonian, *, fits: bool) -> Sizes:
     final = min((min(sub.pool, space + cycles * growth) if cycles else space) + (sub.extend // 10 if sub.final_samples
                                                                                    else 0), n_det)
     deterministic = sub.pt2 == "deterministic" or (sub.pt2 == "auto" and final <= sub.pt2_exact_max)
-    return Sizes(n_unique=n_unique, eval_unique=1, start_rows=(start.max_determinants + start.tail) if space else 0,
+    n_eval = sampler.eval_samples or 10 * sampler.n_samples
+    return Sizes(n_unique=n_unique, eval_unique=min(n_eval, n_det), loop_unique=min(sub.n_samples, n_det) if cycles else 0,
+                 start_rows=(start.max_determinants + start.tail) if space else 0,
                  loop_rows=(sub.fit_determinants + sub.fit_tail) if cycles and sub.fit_steps else 0,
                  phase_rows=max(start.phase_determinants, 8192 if cycles else 0), start_space=space,
                  loop_pool=pool, loop_space=loop_space, final_space=final if sub.pt2 != "none" or final else 0,

@@ -11,7 +11,8 @@ is the base plus the largest part:
 * ``start.target``: the start's CI space (its ``H_S`` built in CSR, the CIPSI selection's sums
   over its largest parents); ``start.fit`` / ``loop.fit``: the amplitude fit's autograd graph over
   its rows, the phase fit's, the fidelity's pass (one chunk at a time) and the target's tokens;
-* ``loop.sample``: the KV cache's budget; ``loop.extend``: the sums over every outside
+* ``loop.sample``: the KV cache's rows the draws' frontier touches (about three per unique
+  sample, at most ``[sampler] cache_mib``); ``loop.extend``: the sums over every outside
   determinant the pool connects to; ``loop.diagonalise``: ``H_S`` of the merged space and the
   Lanczos vectors;
 * ``vmc``: the autograd graph of ``log psi`` over the step's unique samples (or ``[optim]
@@ -100,7 +101,8 @@ class Sizes:
     """The sizes a plan is made at (0: the phase does not run).
 
     Attributes:
-        n_unique: unique samples of a VMC step; eval_unique: of the final evaluation.
+        n_unique: unique samples of a VMC step; eval_unique: of the final evaluation;
+            loop_unique: of a cycle's draws (and the final space's).
         start_rows, loop_rows: the amplitude fits' rows (largest determinants plus tail).
         phase_rows: the phase fit's rows.
         start_space: the start's CI space; start_parents: its selection's parents.
@@ -111,6 +113,7 @@ class Sizes:
 
     n_unique: int
     eval_unique: int = 0
+    loop_unique: int = 0
     start_rows: int = 0
     loop_rows: int = 0
     phase_rows: int = 0
@@ -201,7 +204,10 @@ def plan_memory(model, H: Hamiltonian, *, n_unique: int | None = None, sizes: Si
     kernel = chunk * (16 + CONNECTION_BYTES)                          # a chunk of connections in flight
     amplitudes = PSI_CHUNK * H.n_orbitals * c.d_model * itemsize * 8 * c.mlp_ratio
     local_energy = kernel * 5 + amplitudes                            # a chunk and 4 chunks of outside x'
-    sampling = int(cache_bytes * 1.25)
+    per_row = c.n_layers * 2 * n_so // 2 * c.d_model * itemsize   # one cached prefix (keys and values)
+
+    def sampling(n_unique: int) -> float:   # the cache's rows that are touched: the frontier, ~3 U rows
+        return min(cache_bytes, 3 * max(n_unique, 1) * per_row) + n_unique * n_so * 8
     no_grad = graph_bytes(model, NO_GRAD_CHUNK) / 4                   # one chunk's activations, no graph kept
     phase_graph = sizes.phase_rows * (n_so * 4 + 2 * sum(getattr(c, "phase_hidden", ()) or (0,))) * itemsize * 4
     density = density or Density.of(H)
@@ -232,13 +238,13 @@ def plan_memory(model, H: Hamiltonian, *, n_unique: int | None = None, sizes: Si
                             sums(density.n_outside(min(sizes.start_parents, sizes.start_space)), 2) + kernel)
         if sizes.start_space else 0,
         "start.fit": fit(sizes.start_rows, sizes.start_space),
-        "loop.sample": sampling if sizes.loop_pool else 0,
+        "loop.sample": sampling(sizes.loop_unique) if sizes.loop_pool else 0,
         "loop.extend": sums(density.n_outside(sizes.loop_pool)) + kernel if sizes.loop_pool else 0,
         "loop.diagonalise": matrix(sizes.loop_space),
         "loop.fit": fit(sizes.loop_rows, sizes.loop_space) if sizes.loop_pool else 0,
-        "vmc": max(sampling, graph + max(local_energy, update)),
-        "evaluation": max(sampling, local_energy) if sizes.eval_unique else 0,
-        "final.space": max(sampling, matrix(sizes.final_space)) if sizes.final_space else 0,
+        "vmc": max(sampling(sizes.n_unique), graph + max(local_energy, update)),
+        "evaluation": max(sampling(sizes.eval_unique), local_energy) if sizes.eval_unique else 0,
+        "final.space": max(sampling(sizes.loop_unique), matrix(sizes.final_space)) if sizes.final_space else 0,
         "final.pt2": pt2(sizes.final_space, sizes.pt2_parents, sizes.pt2_draws),
         "final.extrapolation": max(matrix(sizes.final_space // 2),
                                    pt2(sizes.final_space // 2, min(sizes.pt2_parents, sizes.final_space // 2),
