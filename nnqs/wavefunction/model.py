@@ -203,7 +203,7 @@ class TransformerWavefunction(nn.Module):
     @torch.no_grad()
     def log_psi_no_grad(self, tokens: torch.Tensor, *, chunk: int = 4096, validate: bool = True) -> torch.Tensor:
         """:meth:`log_psi` ``[B]`` without gradients, ``chunk`` rows at a time, so that a pass over a
-        whole determinant space holds one chunk's activations (equal to :meth:`log_psi` row by row)."""
+        whole determinant space holds one chunk's activations (:meth:`log_psi` to rounding)."""
         if validate:
             check_tokens(tokens, self.n_orbitals)
         if tokens.shape[0] <= chunk:

@@ -212,3 +212,12 @@ def test_the_decode_step_makes_no_host_synchronisation(monkeypatch):
         model.decode_step(None, fresh)
         model.decode_step(tokens[:, 0], fresh, validate=True)
     assert seen
+
+
+def test_the_chunked_pass_without_gradients_equals_the_whole_pass():
+    model = make_model(6, 2, 3, seed=4, dtype="float64")
+    tokens = random_valid_tokens(ElectronConstraint(6, 2, 3), 50, generator=torch.Generator().manual_seed(1))
+    whole = model.log_psi(tokens)
+    chunked = model.log_psi_no_grad(tokens, chunk=7)
+    assert not chunked.requires_grad   # equal up to the batch size's rounding
+    torch.testing.assert_close(chunked, whole.detach(), rtol=0, atol=1e-12)
