@@ -453,9 +453,10 @@ def _check_memory(config: RunConfig, model, H: Hamiltonian, *, fits: bool) -> Me
 
 def plan_sizes(config: RunConfig, H: Hamiltonian, *, fits: bool) -> Sizes:
     """The :class:`~nnqs.training.memory.Sizes` a run of ``config`` on ``H`` may reach: the unique
-    window's upper end, the start's CI space (``"sci"``: ``sci_determinants`` or twice CISD), the
-    loop's pool grown by ``extend`` and a tenth as many new samples a cycle up to ``pool``, the
-    final space (that pool and as many samples again), PT2 as ``[subspace] pt2`` says."""
+    window's upper end, the start's CI space (``"sci"``: ``sci_determinants`` or twice CISD; a CAS
+    union counted as CISD and 400), the loop's pool grown by ``extend`` and a tenth as many new
+    samples a cycle up to ``pool``, the final space (that pool and a tenth of ``extend`` from the
+    final draws), PT2 as ``[subspace] pt2`` says."""
     sampler, start, sub = config.sampler, config.start, config.subspace
     assert sampler.n_samples is not None   # the presets resolved
     n_det = H.n_determinants
@@ -479,7 +480,7 @@ def plan_sizes(config: RunConfig, H: Hamiltonian, *, fits: bool) -> Sizes:
                  start_rows=(start.max_determinants + start.tail) if space else 0,
                  loop_rows=(sub.fit_determinants + sub.fit_tail) if cycles and sub.fit_steps else 0,
                  phase_rows=max(start.phase_determinants, 8192 if cycles else 0), start_space=space,
-                 loop_pool=pool, loop_space=loop_space, final_space=final if sub.pt2 != "none" or final else 0,
+                 loop_pool=pool, loop_space=loop_space, final_space=final,
                  pt2_parents=0 if sub.pt2 == "none" else final if deterministic else min(sub.pt2_deterministic, final),
                  pt2_draws=0 if deterministic or sub.pt2 == "none" else sub.pt2_draws)
 
