@@ -73,7 +73,7 @@ def reached_sizes(folder: Path, result: dict) -> Sizes:
     sub = config["subspace"]
     final = int(result.get("subspace_size") or 0)
     stochastic = "semistochastic" in str(result.get("pt2_form", ""))
-    evaluation = int(result.get("n_unique") or result.get("eval_unique") or n_unique)
+    evaluation = int(result.get("n_unique") or n_unique)   # the final evaluation's unique samples
     return Sizes(n_unique=n_unique, eval_unique=evaluation, loop_unique=max(drawn),
                  start_rows=int(settings.get("max_determinants", 0)) + int(settings.get("tail", 0)) if space else 0,
                  loop_rows=int(sub["fit_determinants"]) + int(sub["fit_tail"]) if pools else 0,

@@ -172,7 +172,7 @@ class NNQS:
         self.pool: SCIState | None = None
         self.result: NNQSResult | None = None
         self.preset: dict | None = None
-        self.memory: PeakMemory | None = None       # the phases' measured peaks (prepare makes it)
+        self.memory = PeakMemory()                  # the phases' measured peaks (prepare starts it afresh)
         self.memory_plan: MemoryPlan | None = None  # what prepare planned
         self.start_summary: dict | None = None
         self.start_p_hf = float("nan")
@@ -255,14 +255,8 @@ class NNQS:
         goes on from there. ``initial_model``: weights to start from (the start then refits them);
         ``initial_pool``: determinants uint8 ``[D, 2N]`` (or a state) in the molecule's orbital
         order, joined to the first pool and re-diagonalised (a warm start from a nearby problem)."""
-        with self._memory().recording():
+        with self.memory.recording():
             return self._start(initial_model, initial_pool, cycle_callbacks, started)
-
-    def _memory(self) -> PeakMemory:
-        """The phases' measured peaks (made by :meth:`prepare`)."""
-        if self.memory is None:
-            self.memory = PeakMemory()
-        return self.memory
 
     def _start(self, initial_model, initial_pool, cycle_callbacks, started) -> NNQS:
         if self.resumed:
@@ -306,7 +300,7 @@ class NNQS:
         stop = StopOnPlateau(self.config.stop, last_regime_start(self.config.optim, self.config.local_energy),
                              comm=self.comm, energies=history[0], stderrs=history[1])
         self.clock.training()
-        with self._memory().recording(), phase("vmc"):
+        with self.memory.recording(), phase("vmc"):
             return driver.run(target, [*callbacks, stop])
 
     def target(self, stop_after: int | None = None) -> int:
@@ -319,7 +313,7 @@ class NNQS:
         system, model, driver = self._prepared()
         comm = self.comm
         wall = self.clock.wall()  # the training's; the evaluation has its own seconds
-        with self._memory().recording():
+        with self.memory.recording():
             with phase("evaluation"):
                 evaluation = final_evaluation(driver, system.hf_tokens)
             subspace, space = final_subspace(driver.H, driver.state, self.pool, self.config.subspace,
@@ -349,7 +343,7 @@ class NNQS:
             "stopped_early": stopped_early,
             "wall_seconds": wall,
             "memory": {"plan": self.memory_plan.to_dict() if self.memory_plan is not None else None,
-                       "measured": self._memory().to_dict()},
+                       "measured": self.memory.to_dict()},
         }
         self.result = NNQSResult(fields, model, self.pool, space, system.order)
         return self.result

@@ -211,7 +211,7 @@ def plan_memory(model, H: Hamiltonian, *, n_unique: int | None = None, sizes: Si
     def sampling(n_unique: int) -> float:   # the cache's rows that are touched: the frontier, ~3 U rows
         return min(cache_bytes, 3 * max(n_unique, 1) * per_row) + n_unique * n_so * 8
     no_grad = graph_bytes(model, NO_GRAD_CHUNK) / 4                   # one chunk's activations, no graph kept
-    phase_graph = sizes.phase_rows * (n_so * 4 + 2 * sum(getattr(c, "phase_hidden", ()) or (0,))) * itemsize * 4
+    phase_graph = sizes.phase_rows * (n_so * 4 + 2 * sum(c.phase_hidden)) * itemsize * 4
     density = density or Density.of(H)
 
     def matrix(d: int) -> float:
