@@ -19,6 +19,8 @@ import math
 import torch
 
 BITS_PER_WORD = 63
+#: Rows packed or unpacked at once (their int64 bits are the transient: 8 bytes per spin orbital per row).
+ROWS_PER_BLOCK = 16384
 
 __all__ = [
     "BITS_PER_WORD",
@@ -68,23 +70,35 @@ def as_occupation(occ: torch.Tensor, n_spin_orbitals: int) -> torch.Tensor:
 
 
 def pack_occupations(occ: torch.Tensor) -> torch.Tensor:
-    """Pack occupations ``[B, 2N]`` (0/1) into keys ``[B, W]`` (int64, see module doc)."""
+    """Pack occupations ``[..., 2N]`` (0/1) into keys ``[..., W]`` (int64, see module doc).
+
+    Rows are packed :data:`ROWS_PER_BLOCK` at a time: the bits pass through int64, eight
+    times the occupations' bytes, and only one block of them is held."""
     n_so = occ.shape[-1]
     w = n_words(n_so)
     p = torch.arange(n_so, device=occ.device)
     weights = torch.bitwise_left_shift(torch.ones_like(p), p % BITS_PER_WORD)
-    bits = occ.to(torch.int64) * weights
-    if w == 1:
-        return bits.sum(dim=-1, keepdim=True)
-    keys = torch.zeros(*occ.shape[:-1], w, dtype=torch.int64, device=occ.device)
-    return keys.index_add_(-1, p // BITS_PER_WORD, bits)
+    word = p // BITS_PER_WORD
+    flat = occ.reshape(-1, n_so)
+    keys = torch.zeros(flat.shape[0], w, dtype=torch.int64, device=occ.device)
+    for s in range(0, flat.shape[0], ROWS_PER_BLOCK):
+        bits = flat[s : s + ROWS_PER_BLOCK].to(torch.int64) * weights
+        if w == 1:
+            keys[s : s + ROWS_PER_BLOCK, 0] = bits.sum(dim=-1)
+        else:
+            keys[s : s + ROWS_PER_BLOCK].index_add_(-1, word, bits)
+    return keys.reshape(*occ.shape[:-1], w)
 
 
 def unpack_keys(keys: torch.Tensor, n_spin_orbitals: int, dtype=torch.uint8) -> torch.Tensor:
-    """Inverse of :func:`pack_occupations`: keys ``[U, W]`` -> occupations ``[U, 2N]``."""
+    """Inverse of :func:`pack_occupations`: keys ``[U, W]`` -> occupations ``[U, 2N]``, unpacked
+    :data:`ROWS_PER_BLOCK` rows at a time (the shifts pass through int64)."""
     p = torch.arange(n_spin_orbitals, device=keys.device)
-    words = keys[:, p // BITS_PER_WORD]
-    return (torch.bitwise_right_shift(words, p % BITS_PER_WORD) & 1).to(dtype)
+    word, shift = p // BITS_PER_WORD, p % BITS_PER_WORD
+    out = torch.empty(keys.shape[0], n_spin_orbitals, dtype=dtype, device=keys.device)
+    for s in range(0, keys.shape[0], ROWS_PER_BLOCK):
+        out[s : s + ROWS_PER_BLOCK] = (torch.bitwise_right_shift(keys[s : s + ROWS_PER_BLOCK, word], shift) & 1).to(dtype)
+    return out
 
 
 def unique_keys(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

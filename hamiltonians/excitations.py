@@ -30,6 +30,7 @@ from dataclasses import dataclass, fields
 import torch
 
 from hamiltonians.determinants import (
+    ROWS_PER_BLOCK,
     as_occupation,
     bit_table,
     exclusive_cumsum,
@@ -154,15 +155,21 @@ def _check_counts(kt: KernelTensors, occ: torch.Tensor) -> None:
 
 
 def diagonal(kt: KernelTensors, occ: torch.Tensor) -> torch.Tensor:
-    """Diagonal elements ``<x|H|x>`` (constant included) for occupations ``[B, 2N]`` -> ``[B]``."""
+    """Diagonal elements ``<x|H|x>`` (constant included) for occupations ``[B, 2N]`` -> ``[B]``,
+    :data:`~hamiltonians.determinants.ROWS_PER_BLOCK` rows at a time (a row's float
+    intermediates are ~8 N numbers)."""
     occ = as_occupation(occ, 2 * kt.n_orbitals).to(kt.device)
-    na = occ[:, 0::2].to(kt.dtype)
-    nb = occ[:, 1::2].to(kt.dtype)
-    nt = na + nb
-    e = nt @ kt.h_diag
-    e = e + 0.5 * ((nt @ kt.j_diag) * nt).sum(1)
-    e = e - 0.5 * ((na @ kt.k_diag) * na).sum(1) - 0.5 * ((nb @ kt.k_diag) * nb).sum(1)
-    return e + kt.constant
+    out = torch.empty(occ.shape[0], dtype=kt.dtype, device=kt.device)
+    for s in range(0, occ.shape[0], ROWS_PER_BLOCK):
+        block = occ[s : s + ROWS_PER_BLOCK]
+        na = block[:, 0::2].to(kt.dtype)
+        nb = block[:, 1::2].to(kt.dtype)
+        nt = na + nb
+        e = nt @ kt.h_diag
+        e = e + 0.5 * ((nt @ kt.j_diag) * nt).sum(1)
+        e = e - 0.5 * ((na @ kt.k_diag) * na).sum(1) - 0.5 * ((nb @ kt.k_diag) * nb).sum(1)
+        out[s : s + ROWS_PER_BLOCK] = e + kt.constant
+    return out
 
 
 def _parity2(cum, i, a):

@@ -21,7 +21,7 @@ import torch
 from hamiltonians.determinants import as_occupation, n_words, unpack_keys
 from hamiltonians.protocol import Hamiltonian
 from hamiltonians.release import release_freed_memory
-from hamiltonians.sci.key_sums import KeySums
+from hamiltonians.sci.key_sums import KeySums, diagonal_of_keys
 from hamiltonians.sci.state import SCIState, require_unique
 
 __all__ = ["outside_sums", "extend_by_connection", "pt2_selection", "largest_pt2"]
@@ -105,7 +105,6 @@ def largest_pt2(H: Hamiltonian, dets, amplitudes: torch.Tensor, energy: float, n
     top = torch.argsort(columns.square().sum(dim=1), descending=True)[:parents]
     unique, sums = outside_sums(H, dets, columns[top], parents=top, powers=(1,) * columns.shape[1]).result()
     numerator2 = torch.from_numpy(np.square(sums).sum(axis=1))
-    occ = unpack_keys(unique, H.n_spin_orbitals)
-    gap = (H.diagonal(occ).to(torch.float64).cpu() - energy).clamp(min=1e-6)
+    gap = (torch.from_numpy(diagonal_of_keys(H, unique.numpy())) - energy).clamp(min=1e-6)   # no unpacking
     keep = torch.argsort(numerator2 / gap, descending=True)[:n_new]
-    return occ[keep]
+    return unpack_keys(unique[keep], H.n_spin_orbitals)

@@ -7,6 +7,9 @@ Rules:
   reset (``/proc/self/clear_refs`` ``5``, Linux) when a phase opens, and read when one opens or
   closes; every open phase takes the largest mark read while it was open, so nested phases give
   each level its own peak. A phase entered several times (one per cycle) keeps its largest.
+* A phase's entry is the resident set when it opened (of the entry whose peak was kept): what
+  the run held before the phase's own work, so that a peak splits into what was held and what the
+  phase added.
 * A phase hands the heap it freed back to the system when it ends
   (:func:`hamiltonians.release.release_freed_memory`), so that the next phase starts from what is
   held, not from the largest allocation so far.
@@ -68,12 +71,15 @@ class PeakMemory:
 
     Attributes:
         peaks: ``{phase name: bytes}``, in the order the phases first opened.
+        entries: ``{phase name: bytes}``, the resident set when the phase opened (the entry whose
+            peak is kept).
         resettable: whether each peak is its phase's own (else the process's peak so far).
         baseline: the resident set when recording began (bytes).
     """
 
     def __init__(self) -> None:
         self.peaks: dict[str, int] = {}
+        self.entries: dict[str, int] = {}
         self._open: list[str] = []
         self.resettable = _reset() and _status("VmHWM") is not None
         self.baseline = resident_bytes()
@@ -91,8 +97,9 @@ class PeakMemory:
     def phase(self, name: str) -> Iterator[None]:
         """Record ``name``'s peak over the block."""
         self._fold()
+        entry, before = resident_bytes(), self.peaks.get(name, 0)
         self._open.append(name)
-        self.peaks.setdefault(name, 0)
+        self.peaks[name] = 0   # this entry's own peak, folded into the kept one below
         if self.resettable:
             _reset()
         try:
@@ -100,6 +107,9 @@ class PeakMemory:
         finally:
             self._fold()
             self._open.remove(name)
+            if self.peaks[name] >= before:
+                self.entries[name] = entry
+            self.peaks[name] = max(self.peaks[name], before)
             release_freed_memory()
 
     @contextlib.contextmanager
@@ -117,8 +127,8 @@ class PeakMemory:
         return max([self.baseline, *self.peaks.values()])
 
     def to_dict(self) -> dict:
-        return {"peaks": dict(self.peaks), "peak": self.peak, "baseline": self.baseline,
-                "resettable": self.resettable}
+        return {"peaks": dict(self.peaks), "entries": dict(self.entries), "peak": self.peak,
+                "baseline": self.baseline, "resettable": self.resettable}
 
 
 @contextlib.contextmanager

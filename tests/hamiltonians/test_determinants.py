@@ -2,6 +2,7 @@ import math
 
 import torch
 
+import hamiltonians.determinants as determinants
 from hamiltonians.determinants import (
     enumerate_determinants,
     lookup_keys,
@@ -20,6 +21,23 @@ def test_pack_unpack_roundtrip_single_and_multiword():
         assert keys.shape == (50, n_words(2 * n))
         assert bool((keys >= 0).all())
         assert torch.equal(unpack_keys(keys, 2 * n), occ)
+
+
+def test_pack_unpack_in_blocks_equal_one_block(monkeypatch):
+    """Rows packed and unpacked a few at a time give the keys of one pass, bit by bit (the
+    reference: every bit weighted by its power of two, summed per word in Python)."""
+    for n in (20, 40):
+        occ = random_determinants(n, n // 2, n // 3, 37, seed=n)
+        reference = torch.zeros(37, n_words(2 * n), dtype=torch.int64)
+        for r in range(37):
+            for q in range(2 * n):
+                reference[r, q // determinants.BITS_PER_WORD] += int(occ[r, q]) << (q % determinants.BITS_PER_WORD)
+        monkeypatch.setattr(determinants, "ROWS_PER_BLOCK", 5)
+        keys = pack_occupations(occ)
+        assert torch.equal(keys, reference)
+        assert torch.equal(pack_occupations(occ.reshape(37, 1, 2 * n)), reference.reshape(37, 1, -1))
+        assert torch.equal(unpack_keys(keys, 2 * n), occ)
+        assert torch.equal(pack_occupations(occ[0]), reference[0])
 
 
 def test_enumerate_sorted_and_complete():

@@ -61,3 +61,24 @@ def test_without_a_recorder_nothing_is_recorded():
     with phase("loose"):
         pass
     assert other.peaks == {} and other.to_dict()["peak"] == other.baseline
+
+
+def test_a_phase_entry_is_what_was_held_when_it_opened(recorder):
+    """The entry of the kept occurrence: a phase opened while 150 MiB are held enters above the one
+    opened after they were freed, and its peak minus its entry is what it added itself."""
+    with recorder.recording():
+        with phase("light"):
+            pass
+        held = _touch(150 * MIB)
+        for size in (10, 60):
+            with phase("heavy"):
+                extra = _touch(size * MIB)
+                del extra
+        del held
+        with phase("after"):
+            pass
+    entries, peaks = recorder.entries, recorder.peaks
+    assert entries["heavy"] - entries["light"] > 120 * MIB        # the held array counts in its entry
+    assert 40 * MIB < peaks["heavy"] - entries["heavy"] < 100 * MIB   # the kept occurrence is the 60 MiB one
+    assert entries["after"] - entries["light"] < 60 * MIB        # freed before it opened
+    assert set(recorder.to_dict()["entries"]) == {"light", "heavy", "after"}
