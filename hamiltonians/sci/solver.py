@@ -22,6 +22,7 @@ import time
 import torch
 
 from hamiltonians.protocol import Hamiltonian
+from hamiltonians.reference_determinant import FoundReference, lowest_determinant
 from hamiltonians.sci.diagonalise import diagonalise, truncate
 from hamiltonians.sci.grow import SELECTIONS, grow, with_symmetry_partners
 from hamiltonians.sci.spaces import cas_determinants, ci_state, singles_doubles
@@ -41,7 +42,13 @@ class SelectedCI:
     Attributes (settings):
         start: the first space, ``"hf"``, ``"cisd"`` (default), ``"casci"`` or ``"cisd_cas"``
             (the last two with ``cas = (electrons, orbitals)``); ``kernel(H, dets=...)`` overrides it.
-        cas: the active space of the CAS starts.
+        cas: the active space of the CAS starts (windows over the orbitals' index, which assumes
+            energy-ordered orbitals).
+        reference: the determinant the ``"hf"`` and ``"cisd"`` starts expand: ``"auto"`` (default;
+            :func:`hamiltonians.reference_determinant.lowest_determinant`: the HF determinant of
+            canonical orbitals in any order, the lowest diagonal for localised ones), ``"aufbau"``
+            (the lowest-index orbitals) or an occupation ``[2N]``; ``found_reference`` records
+            what ``"auto"`` found.
         select: ``"pt2"`` (CIPSI, default) or ``"connection"`` (see :mod:`hamiltonians.sci.grow`).
         max_size: the largest space (determinants).
         growth: each round grows the space by this factor (``select="pt2"``); ``n_new``: by this
@@ -72,6 +79,8 @@ class SelectedCI:
     def __init__(self, **settings) -> None:
         self.start = "cisd"
         self.cas: tuple[int, int] | None = None
+        self.reference: str | torch.Tensor = "auto"
+        self.found_reference: FoundReference | None = None
         self.select = "pt2"
         self.max_size = 10_000
         self.growth: float | None = 2.0
@@ -126,7 +135,7 @@ class SelectedCI:
     def dump_flags(self) -> SelectedCI:
         """Log the settings (one line each, PySCF's habit)."""
         log.info("******** %s ********", type(self).__name__)
-        for key in ("start", "cas", "select", "max_size", "growth", "n_new", "max_cycle", "conv_tol", "parents",
+        for key in ("start", "cas", "reference", "select", "max_size", "growth", "n_new", "max_cycle", "conv_tol", "parents",
                     "nroots", "spin_shift", "spin_target", "with_spin", "pt2_mode", "pt2_exact_max", "pt2_deterministic",
                     "pt2_draws", "pt2_batches", "seed", "extrapolation"):
             log.info("%s = %s", key, getattr(self, key))
@@ -243,9 +252,19 @@ class SelectedCI:
 
 
 def _start_space(solver: SelectedCI, H: Hamiltonian) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(dets, reference)``: the determinants of ``solver.start``'s space and its HF determinant
-    (:mod:`hamiltonians.sci.spaces`' constructions)."""
-    hf = H.aufbau_occupation().to(torch.uint8).cpu()
+    """``(dets, reference)``: the determinants of ``solver.start``'s space and the determinant it
+    expands (``solver.reference``; :mod:`hamiltonians.sci.spaces`' constructions)."""
+    if isinstance(solver.reference, str) and solver.reference == "auto":
+        found = solver.found_reference = lowest_determinant(H)
+        log.info("reference determinant: %s", found.describe())
+        hf = found.occupation
+    elif isinstance(solver.reference, str) and solver.reference == "aufbau":
+        hf = H.aufbau_occupation().to(torch.uint8).cpu()
+    else:
+        hf = torch.as_tensor(solver.reference).to(torch.uint8).cpu()
+        if hf.shape != (H.n_spin_orbitals,):
+            raise ValueError(f"reference must be 'auto', 'aufbau' or an occupation [{H.n_spin_orbitals}], "
+                             f"got shape {tuple(hf.shape)}")
     if solver.start == "hf":
         return hf[None], hf
     if solver.start == "cisd":

@@ -67,8 +67,15 @@ class MoleculeConfig:
         active_space: ``[n_electrons, n_orbitals]`` window above the core, or empty.
         fcidump: path of an FCIDUMP file (instead of ``geometry``); electrons from its header.
         orbital_order: ``"given"``, ``"reversed"``, ``"frontier_last"`` (orbitals far from the
-            Fermi level first, HOMO/LUMO last; see :func:`nnqs.app.system.resolve_order`) or a
-            permutation (list of spatial orbital indices): the autoregressive order of the orbitals.
+            Fermi level first, HOMO/LUMO last; see :func:`nnqs.app.system.resolve_order`),
+            ``"fiedler"`` (along the exchange graph's Fiedler vector, from the integrals:
+            :func:`hamiltonians.reference_determinant.fiedler_order`) or a permutation (list of
+            spatial orbital indices): the autoregressive order of the orbitals.
+        reference: the determinant every expansion starts from (the start's CI spaces, the
+            loop's first pool, the network's ``p_HF``): ``"auto"`` (the lowest ``<D|H|D>`` a
+            search over occupations finds, :func:`hamiltonians.reference_determinant.lowest_determinant`;
+            the lowest-index determinant wherever that is lowest, as for canonical orbitals) or
+            ``"aufbau"`` (the lowest-index orbitals occupied, whatever their energy).
         dmrg: beyond FCI (more than 1e7 determinants), the reference is DMRG (block2, minutes
             to hours; cached); ``false`` computes none but still reports one already in the
             cache (from ``nnqs reference`` or ``experiments/tools/dmrg_reference.py``).
@@ -87,6 +94,7 @@ class MoleculeConfig:
     active_space: tuple[int, ...] = ()
     fcidump: str = ""
     orbital_order: str | tuple[int, ...] = "given"
+    reference: str = "auto"
     dmrg: bool = True
     slow_references: bool = True
 
@@ -96,9 +104,17 @@ class MoleculeConfig:
         if self.active_space and len(self.active_space) != 2:
             raise ConfigError("[molecule] active_space must be [n_electrons, n_orbitals]")
         order = self.orbital_order
-        if isinstance(order, str) and order not in ("given", "reversed", "frontier_last"):
-            raise ConfigError("[molecule] orbital_order must be 'given', 'reversed', 'frontier_last' or a list, "
-                              f"got {order!r}")
+        if isinstance(order, str) and order not in ORBITAL_ORDERS:
+            raise ConfigError(f"[molecule] orbital_order must be one of {', '.join(map(repr, ORBITAL_ORDERS))} or a "
+                              f"list, got {order!r}")
+        if self.reference not in REFERENCES:
+            raise ConfigError(f"[molecule] reference must be one of {', '.join(map(repr, REFERENCES))}, "
+                              f"got {self.reference!r}")
+
+
+#: The named orbital orders and reference determinants of ``[molecule]``.
+ORBITAL_ORDERS = ("given", "reversed", "frontier_last", "fiedler")
+REFERENCES = ("auto", "aufbau")
 
 
 @dataclass(frozen=True)

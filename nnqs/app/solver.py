@@ -34,7 +34,7 @@ from nnqs.app.presets import log_preset, resolve
 from nnqs.app.provenance import provenance
 from nnqs.app.references import reference_fields
 from nnqs.app.runconfig import ConfigError, RunConfig, check_device, config_from_dict
-from nnqs.app.system import System, build_model, resolve_order
+from nnqs.app.system import System, arranged, build_model
 from nnqs.errors import InputError
 from nnqs.parallel.comm import LOCAL, Communicator
 from nnqs.training.callbacks import StopOnPlateau
@@ -139,13 +139,9 @@ class Clock:
 
 def system_of(H: MolecularHamiltonian, config: RunConfig) -> System:
     """A :class:`~nnqs.app.system.System` for integrals ``H`` given in memory (no references):
-    the orbitals moved into ``[molecule] orbital_order``."""
-    from hamiltonians.molecular import permute_orbitals
-
-    order = resolve_order(config.molecule.orbital_order, H.n_orbitals, max(H.n_alpha, H.n_beta))
-    if order != list(range(H.n_orbitals)):
-        H = permute_orbitals(H, order)
-    return System(H, order, {})
+    its reference determinant found and the orbitals moved into ``[molecule] orbital_order``
+    (:func:`~nnqs.app.system.arranged`)."""
+    return arranged(config.molecule, H, {})
 
 
 class NNQS:
@@ -331,6 +327,7 @@ class NNQS:
             "n_beta": driver.H.n_beta,
             "n_determinants": driver.H.n_determinants,
             "orbital_order": system.order,
+            "reference_determinant": system.reference.to_dict() if system.reference is not None else None,
             "start": self.start_summary,
             "p_hf_after_start": self.start_p_hf,
             "device": str(driver.model.device),

@@ -17,8 +17,9 @@ from typing import cast
 import torch
 
 from hamiltonians import MolecularHamiltonian, from_pyscf, read_fcidump, write_fcidump
-from hamiltonians.determinants import hf_occupation_in_order
+from hamiltonians.determinants import hf_occupation_in_order, occupations_in_order
 from hamiltonians.molecular import permute_orbitals
+from hamiltonians.reference_determinant import FoundReference, fiedler_order, lowest_determinant
 from nnqs.app.references import FCI_MAX_DETERMINANTS, all_references, pending, quick_references
 from nnqs.app.runconfig import ConfigError, MoleculeConfig
 from nnqs.wavefunction.config import ModelConfig
@@ -43,8 +44,11 @@ class System:
     Attributes:
         hamiltonian: integrals with orbitals permuted into ``order``.
         order: ``order[i]`` is the original spatial orbital placed at position ``i``.
-        hf_occupation: uint8 ``[2N]``, the Hartree–Fock determinant in this order (the lowest
-            original orbitals occupied, wherever the order puts them).
+        reference: the reference determinant found from the original integrals (``[molecule]
+            reference = "auto"``; its occupation in the original order), or ``None``: the aufbau one.
+        hf_occupation: uint8 ``[2N]``, the reference determinant in this order: :attr:`reference`'s
+            (the lowest-index original orbitals occupied where it is ``None``), wherever the order
+            puts its orbitals. Every expansion starts from it.
         references: ``{"hf", "ccsd", "ccsd_t", "fci"}`` energies (None where unavailable or
             not yet computed: the slow ones come after training, :mod:`nnqs.app.references`),
             and ``"dmrg"`` beyond FCI; ``"notes"`` and ``"details"`` as from
@@ -54,10 +58,13 @@ class System:
     hamiltonian: MolecularHamiltonian
     order: list[int]
     references: dict
+    reference: FoundReference | None = None
 
     @property
     def hf_occupation(self) -> torch.Tensor:
-        return hf_occupation_in_order(self.order, self.hamiltonian.n_alpha, self.hamiltonian.n_beta)
+        if self.reference is None:
+            return hf_occupation_in_order(self.order, self.hamiltonian.n_alpha, self.hamiltonian.n_beta)
+        return occupations_in_order(self.reference.occupation[None], self.order)[0]
 
     @property
     def hf_tokens(self) -> torch.Tensor:
@@ -70,12 +77,21 @@ def system_in_order(config: MoleculeConfig, H: MolecularHamiltonian, *, referenc
     """The :class:`System` of integrals ``H`` already in ``config``'s autoregressive order (a
     run's saved integrals): the order is undone, and the system rebuilt as :func:`build_system`
     does from the original integrals (references there, where the lowest orbitals are HF)."""
-    order = resolve_order(config.orbital_order, H.n_orbitals, max(H.n_alpha, H.n_beta))
+    order = _saved_order(config, H)
     original = permute_orbitals(H, sorted(range(H.n_orbitals), key=order.__getitem__))  # undo the order
     return _ordered_system(config, original, references, fci_max_determinants)
 
 
-def resolve_order(spec, n_orbitals: int, n_occupied: int = 0) -> list[int]:
+def _saved_order(config: MoleculeConfig, H: MolecularHamiltonian) -> list[int]:
+    """The order that integrals ``H`` saved by a run were moved into. A ``"fiedler"`` order is
+    computed from the original integrals, which the saved ones alone do not give back."""
+    if config.orbital_order == "fiedler":
+        raise ConfigError(f"[molecule] orbital_order = 'fiedler' is computed from the original integrals: restore "
+                          f"{config.fcidump or 'the source'} to resume this run")
+    return resolve_order(config.orbital_order, H.n_orbitals, max(H.n_alpha, H.n_beta))
+
+
+def resolve_order(spec, n_orbitals: int, n_occupied: int = 0, H: MolecularHamiltonian | None = None) -> list[int]:
     """The autoregressive order of ``[molecule] orbital_order``: ``order[i]`` is the original
     spatial orbital at position ``i``.
 
@@ -89,6 +105,10 @@ def resolve_order(spec, n_orbitals: int, n_occupied: int = 0) -> list[int]:
         return list(range(n_orbitals))
     if spec == "reversed":
         return list(range(n_orbitals))[::-1]
+    if spec == "fiedler":
+        if H is None:
+            raise ConfigError("orbital_order = 'fiedler' needs the integrals")
+        return fiedler_order(H)
     if spec == "frontier_last":
         distance = [n_occupied - 1 - i if i < n_occupied else i - n_occupied for i in range(n_orbitals)]
         return sorted(range(n_orbitals), key=lambda i: (-distance[i], i))
@@ -139,12 +159,25 @@ def _ordered_system(config: MoleculeConfig, H: MolecularHamiltonian, references:
         if H.n_determinants > fci_max_determinants and config.dmrg:
             log.info("%.3g determinants: beyond FCI, the reference is DMRG (block2)", H.n_determinants)
         refs = quick_references(H, dmrg=config.dmrg, fci_max_determinants=fci_max_determinants)
-    order = resolve_order(config.orbital_order, H.n_orbitals, max(H.n_alpha, H.n_beta))
-    if order != list(range(H.n_orbitals)):
-        H = permute_orbitals(H, order)
+    system = arranged(config, H, refs)
     log.info("system %s: N=%d, (%d, %d) electrons, references %s", config.name, H.n_orbitals, H.n_alpha, H.n_beta,
              {k: v for k, v in refs.items() if k not in ("notes", "details")})
-    return System(H, order, refs)
+    return system
+
+
+def arranged(config: MoleculeConfig, H: MolecularHamiltonian, references: dict) -> System:
+    """The :class:`System` of the original integrals ``H``: its reference determinant found
+    (``[molecule] reference``), then the orbitals moved into ``[molecule] orbital_order``."""
+    found = None
+    if config.reference == "auto":
+        found = lowest_determinant(H)
+        log.log(logging.INFO if found.is_aufbau else logging.WARNING, "reference determinant: %s", found.describe())
+    order = resolve_order(config.orbital_order, H.n_orbitals, max(H.n_alpha, H.n_beta), H)
+    if order != list(range(H.n_orbitals)):
+        H = permute_orbitals(H, order)
+        log.info("orbital order (%s): %s", config.orbital_order if isinstance(config.orbital_order, str) else "a list",
+                 order)
+    return System(H, order, references, found)
 
 
 def original_hamiltonian(system: System) -> MolecularHamiltonian:

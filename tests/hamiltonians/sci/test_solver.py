@@ -86,3 +86,26 @@ def test_given_determinants_and_settings_are_checked(caplog):
             SelectedCI(**bad).kernel(H)
     with pytest.raises(TypeError, match="no setting"):
         SelectedCI(max_determinants=5)
+
+
+def test_cipsi_on_shuffled_orbitals_starts_from_the_found_reference():
+    """N2 / STO-3G with its orbitals shuffled: the CISD start expands the shuffled HF determinant
+    (``reference = "auto"``), so its energy is the canonical one's, and CIPSI to 1000 determinants
+    lands within 1e-6 Ha of the canonical run; ``"aufbau"`` expands the lowest-index determinant."""
+    pytest.importorskip("pyscf")
+    from hamiltonians import from_pyscf
+    from hamiltonians.molecular import permute_orbitals
+
+    H = from_pyscf("N 0 0 0; N 0 0 1.1", "sto-3g")
+    perm = torch.randperm(H.n_orbitals, generator=torch.Generator().manual_seed(3)).tolist()
+    shuffled = permute_orbitals(H, perm)
+    canonical = SelectedCI(max_size=1000, pt2="none")
+    canonical.kernel(H)
+    found = SelectedCI(max_size=1000, pt2="none")
+    found.kernel(shuffled)
+    assert found.found_reference.found_by.startswith("Hartree-Fock")
+    assert abs(found.history[0]["energies"][0] - canonical.history[0]["energies"][0]) < 1e-9   # the CISD start
+    assert abs(found.e_var - canonical.e_var) < 1e-6
+    aufbau = SelectedCI(max_size=1000, pt2="none", reference="aufbau", max_cycle=0)
+    aufbau.kernel(shuffled)
+    assert aufbau.history[0]["energies"][0] - canonical.history[0]["energies"][0] > 0.1

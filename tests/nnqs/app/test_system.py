@@ -81,3 +81,48 @@ def test_cisd_cas_start_lies_below_cisd_and_casci(bond, order):
     for name, expected in (("cisd", e_cisd), ("casci", e_cas)):
         alone, _ = ci_target(system.hamiltonian, StartSettings(mode=name, cas=(6, 6)), **where)
         assert abs(alone.energy - expected) < 1e-9
+
+
+@pytest.mark.parametrize("spin", [0, 2])
+def test_a_shuffled_fcidump_starts_where_the_canonical_one_does(tmp_path, spin):
+    """H2O and triplet O2 in STO-3G with their orbitals shuffled in the FCIDUMP: the run's reference
+    determinant is the shuffled HF determinant (not the lowest-index one, 2-4 Ha above it), so the
+    CISD start has the canonical file's energy; the result records how it was found."""
+    from hamiltonians.molecular import permute_orbitals
+    from hamiltonians.sci.spaces import cisd
+    from nnqs.app.runconfig import MoleculeConfig
+    from nnqs.app.system import build_system
+
+    geometry = "O 0 0 0.1173; H 0 0.7572 -0.4692; H 0 -0.7572 -0.4692" if spin == 0 else "O 0 0 0; O 0 0 1.2"
+    H = from_pyscf(geometry, "sto-3g", spin=spin)
+    perm = torch.randperm(H.n_orbitals, generator=torch.Generator().manual_seed(7)).tolist()
+    write_fcidump(H, tmp_path / "canonical.fcidump")
+    write_fcidump(permute_orbitals(H, perm), tmp_path / "shuffled.fcidump")
+    systems = [build_system(MoleculeConfig(fcidump=str(tmp_path / f"{name}.fcidump")), references=False)
+               for name in ("canonical", "shuffled")]
+    energies = [cisd(s.hamiltonian, reference=s.hf_occupation).energy for s in systems]
+    assert abs(energies[0] - energies[1]) < 1e-9
+    shuffled = systems[1].reference
+    assert shuffled is not None and shuffled.found_by.startswith("Hartree-Fock")
+    assert shuffled.aufbau_energy - shuffled.energy > 1.0
+    aufbau = build_system(MoleculeConfig(fcidump=str(tmp_path / "shuffled.fcidump"), reference="aufbau"),
+                          references=False)
+    assert aufbau.reference is None
+    assert cisd(aufbau.hamiltonian, reference=aufbau.hf_occupation).energy - energies[0] > 0.01   # what "aufbau" costs (34 mHa for H2O)
+
+
+def test_fiedler_order_is_taken_from_the_integrals(tmp_path):
+    """``orbital_order = "fiedler"`` orders the orbitals along the exchange graph; the reference
+    determinant moves with them."""
+    from hamiltonians.reference_determinant import fiedler_order
+    from nnqs.app.runconfig import MoleculeConfig
+    from nnqs.app.system import build_system
+
+    lih = {"geometry": "Li 0 0 0; H 0 0 1.5949", "basis": "sto-3g"}
+    plain = build_system(MoleculeConfig(**lih), references=False)
+    system = build_system(MoleculeConfig(**lih, orbital_order="fiedler"), references=False)
+    assert system.order == fiedler_order(plain.hamiltonian)
+    expected = plain.hf_occupation.view(-1, 2)[system.order].flatten()
+    assert torch.equal(system.hf_occupation, expected)
+    with pytest.raises(ConfigError, match="reference must be one of"):
+        MoleculeConfig(**lih, reference="lowest")
