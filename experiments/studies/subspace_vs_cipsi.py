@@ -4,7 +4,8 @@ number of determinants and at the same CPU time.
 The run's ``result.json`` gives its subspace energy (the ground state of H on the pool the
 subspace loop built, merged with the trained network's samples), its size, its PT2 and the run's
 CPU seconds. CIPSI here is the project's own CIPSI (:func:`hamiltonians.sci.grow.grow`) from CISD in
-the run's integrals (``hamiltonian.fcidump``, the run's orbital order), growing the space by
+the run's integrals (``hamiltonian.fcidump``, the run's orbital order) around the run's reference
+determinant (``result.json``'s ``reference_determinant``; the aufbau one for older runs), growing the space by
 ``--growth`` each round; the PT2 is the run's own settings (:func:`nnqs.training.subspace.pool_pt2`).
 
 * equal size: CIPSI grown to the run's ``subspace_size``;
@@ -69,7 +70,10 @@ def main(argv=None) -> dict:
         raise SystemExit(f"{run}/result.json has no subspace energy (a run of this code with a start or samples)")
     H = read_fcidump(run / "hamiltonian.fcidump", dtype=torch.float64)
     order = list(result["orbital_order"])
-    hf = occupations_in_order(aufbau_occupation(H.n_orbitals, H.n_alpha, H.n_beta)[None], order)[0]
+    found = (result.get("reference_determinant") or {}).get("occupation")   # the run's reference determinant
+    start = (torch.tensor([int(c) for c in found], dtype=torch.uint8) if found
+             else aufbau_occupation(H.n_orbitals, H.n_alpha, H.n_beta))
+    hf = occupations_in_order(start[None], order)[0]
     config = config_from_dict(result["config"]).subspace
     ref_name, ref = reference_of(result)
     if ref is None and args.reference:

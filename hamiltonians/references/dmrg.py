@@ -186,7 +186,9 @@ def dmrg_energy(
     noises = [(1e-4 if m == bond_dims[0] else 1e-5) if i < sweeps_per_bond_dim // 2 else 0.0
               for m in bond_dims for i in range(sweeps_per_bond_dim)]
     thresholds = [1e-7] * len(schedule)
-    hf_energy = float(H.hf_energy())
+    from hamiltonians.reference_determinant import lowest_determinant
+
+    hf_energy = lowest_determinant(H).energy   # the reference determinant's <D|H|D>, whatever the orbitals
     for attempt in range(1 + RESTARTS):   # a start trapped above HF at every M is drawn again
         with tempfile.TemporaryDirectory(prefix="nnqs-dmrg-", dir=scratch) as tmp:
             driver = _new_driver(tmp, symmetry, threads, memory_gib, seed + attempt)

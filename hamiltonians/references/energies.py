@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 import numpy as np
+import torch
 from filelock import FileLock, Timeout
 
 from hamiltonians.io.durable import durable_write
@@ -107,34 +108,18 @@ def _save(path, data):
     durable_write(path, write)
 
 
-def _scf_object(H: Hamiltonian):
-    """A converged PySCF (RO)HF object over H's integrals, orthonormal basis = H's orbitals."""
-    from pyscf import ao2mo, gto, scf
+def _scf(H: Hamiltonian):
+    """The mean-field solution the references build on (:func:`hamiltonians.references.scf.scf_in_basis`
+    from the lowest-index determinant and the reference determinant found from the integrals), and
+    that determinant."""
+    from hamiltonians.reference_determinant import lowest_determinant
+    from hamiltonians.references.scf import scf_in_basis
 
-    n = H.n_orbitals
-    h1 = H.h1.detach().cpu().double().numpy()
-    eri = H.eri.detach().cpu().double().numpy()
-    mol = gto.M(verbose=0)
-    mol.nelectron = H.n_electrons
-    mol.spin = H.n_alpha - H.n_beta
-    mol.incore_anyway = True
-    mf = scf.RHF(mol) if mol.spin == 0 else scf.ROHF(mol)
-    mf.get_hcore = lambda *a, **k: h1
-    mf.get_ovlp = lambda *a, **k: np.eye(n)
-    mf.energy_nuc = lambda *a, **k: float(H.constant)
-    mf._eri = ao2mo.restore(8, eri, n)
-    mf.conv_tol = 1e-12
-    occ = np.zeros(n)
-    occ[: H.n_beta] = 2.0
-    occ[H.n_beta : H.n_alpha] = 1.0
-    if mol.spin == 0:
-        dm0 = np.diag(occ)
-    else:
-        dm0 = np.array([np.diag((occ > 0).astype(float)), np.diag((occ > 1).astype(float))])
-    mf.kernel(dm0)
-    if not mf.converged:
-        raise RuntimeError("SCF on the Hamiltonian's integrals did not converge")
-    return mf
+    found = lowest_determinant(H)
+    guesses = {"aufbau": H.aufbau_occupation().to(torch.uint8).cpu()}
+    if not found.is_aufbau:
+        guesses["reference determinant"] = found.occupation
+    return scf_in_basis(H, guesses), found
 
 
 def _compute_dmrg(H: Hamiltonian, out, notes, details, options):
@@ -186,18 +171,16 @@ def _compute(H: Hamiltonian, methods, fci_max_determinants, dmrg_options):
     except ImportError:
         return _compute_without_pyscf(H, methods, fci_max_determinants, out, notes, details)
 
-    mf = None
-    try:
-        mf = _scf_object(H)
-    except Exception as exc:  # noqa: BLE001 - reported, not raised
-        notes["hf"] = f"SCF failed: {exc}"
+    scf, found = _scf(H)
+    mf = scf.mf
+    details["scf"], details["reference_determinant"] = scf.to_dict(), found.to_dict()
+    if mf is None:
+        notes["hf"] = "SCF in the given orbitals converged from no guess; 'hf' is the reference determinant's <D|H|D>"
     if "hf" in methods:
-        out["hf"] = float(H.hf_energy())
-        if mf is not None and abs(mf.e_tot - out["hf"]) > 1e-6:
-            notes["hf"] = (
-                f"orbital basis is not the HF solution: SCF in it gives {mf.e_tot:.10f}; "
-                f"'hf' is the HF-determinant energy"
-            )
+        out["hf"] = float(scf.energy) if scf.energy is not None else found.energy
+        if scf.energy is not None and abs(scf.energy - found.energy) > 1e-6:
+            notes["hf"] = (f"the orbitals are not this SCF solution's: the reference determinant's <D|H|D> is "
+                           f"{found.energy:.10f} ({found.found_by})")
     if {"ccsd", "ccsd_t"} & set(methods):
         if mf is None or H.n_electrons < 2:
             for m in ("ccsd", "ccsd_t"):

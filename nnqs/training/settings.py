@@ -316,7 +316,7 @@ def last_regime_start(optim: OptimConfig, local_energy: LocalEnergyConfig) -> in
 
 
 #: ``[start] mode`` values.
-START_MODES = ("sci", "auto", "cisd", "casci", "cisd_cas", "hf", "none")
+START_MODES = ("sci", "auto", "cisd", "casci", "cisd_cas", "dmrg", "hf", "none")
 
 
 @dataclass(frozen=True)
@@ -328,8 +328,13 @@ class StartSettings(Presettable):
             (CIPSI, :func:`hamiltonians.sci.grow.grow`) to ``sci_determinants``, or to twice its size
             where it is already larger. ``"auto"``: CISD when HF carries at least
             :data:`nnqs.training.start.AUTO_HF_WEIGHT` of it, else the ground state in the union of CISD and
-            CAS(``cas``, default CAS(6, 6) or the largest that fits). ``"cisd"``, ``"casci"``
-            (CASCI(``cas``)), ``"cisd_cas"`` (the union of both spaces), ``"hf"`` (fit
+            CAS(``cas``, default CAS(6, 6) or the largest that fits) where the orbitals are
+            energy-ordered (the reference determinant is the lowest-index one), else (localised or
+            unsorted orbitals, where a window counted by index means nothing) ``"dmrg"`` when
+            ``block2`` is installed. ``"cisd"``, ``"casci"`` (CASCI(``cas``)), ``"cisd_cas"`` (the
+            union of both spaces), ``"dmrg"`` (``H`` diagonalised on the ``sci_determinants``
+            largest determinants of a DMRG at ``dmrg_bond_dim``,
+            :func:`hamiltonians.references.dmrg_determinants.dmrg_determinants`), ``"hf"`` (fit
             ``-log p(HF)`` until ``p(HF)`` reaches ``hf_target``) or ``"none"`` (no start).
         cas: ``[n_electrons, n_orbitals]``, the active space of ``"casci"`` and ``"cisd_cas"``
             (and of ``"auto"`` and ``"sci"`` when given), around the Fermi level in the
@@ -345,7 +350,8 @@ class StartSettings(Presettable):
         tail: with ``max_determinants``, also draw this many of the other determinants per fit
             step by their weight, so the fit learns the weight outside the largest instead of
             dropping it (an unbiased estimate of the whole target's cross-entropy).
-        sci_determinants: the size of ``mode = "sci"``'s selected-CI space.
+        sci_determinants: the size of ``mode = "sci"``'s selected-CI space (and of ``"dmrg"``'s set).
+        dmrg_bond_dim: the bond dimension of ``mode = "dmrg"``'s DMRG (10 sweeps).
         min_fidelity: a fit that ends below this fidelity is repeated from a freshly
             initialised network (when :meth:`Start.kernel` is given a factory), and the better
             of the two is kept.
@@ -367,6 +373,7 @@ class StartSettings(Presettable):
     max_determinants: int = 1024
     tail: int = 512
     sci_determinants: int = 8192
+    dmrg_bond_dim: int = 100
     min_fidelity: float = 0.5
     phase_steps: int = 3000
     phase_determinants: int = 8192
@@ -385,9 +392,11 @@ class StartSettings(Presettable):
             raise InputError(f"hf_target ({self.hf_target}) and min_fidelity ({self.min_fidelity}) must lie in [0, 1)")
         counts = {k: getattr(self, k) for k in ("steps", "max_determinants", "tail", "phase_steps",
                                                  "phase_warmup", "phase_patience") if getattr(self, k) is not None}
-        if any(v < 0 for v in counts.values()) or self.sci_determinants < 1 or self.phase_determinants < 1:
-            raise InputError(f"{counts} must be >= 0, sci_determinants ({self.sci_determinants}) and "
-                             f"phase_determinants ({self.phase_determinants}) >= 1")
+        if (any(v < 0 for v in counts.values()) or self.sci_determinants < 1 or self.phase_determinants < 1
+                or self.dmrg_bond_dim < 1):
+            raise InputError(f"{counts} must be >= 0, sci_determinants ({self.sci_determinants}), "
+                             f"phase_determinants ({self.phase_determinants}) and dmrg_bond_dim "
+                             f"({self.dmrg_bond_dim}) >= 1")
         if not (self.lr > 0 and self.phase_lr > 0):
             raise InputError(f"lr ({self.lr}) and phase_lr ({self.phase_lr}) must be > 0")
 

@@ -25,6 +25,7 @@ from typing import Callable
 import torch
 
 from hamiltonians.protocol import Hamiltonian
+from hamiltonians.references.dmrg import dmrg_available
 from hamiltonians.sci.spaces import cas_window, casci, cisd, cisd_cas
 from hamiltonians.sci.state import SCIState
 from nnqs.errors import InputError
@@ -156,6 +157,31 @@ class Start:
                 "refit": self.refit, "target_seconds": self.target_seconds, "fit_seconds": self.fit_seconds}
 
 
+def _energy_ordered(H: Hamiltonian, hf_occupation: torch.Tensor, order: list[int]) -> bool:
+    """Whether the reference determinant is the lowest-index one in the original orbitals (then
+    CAS windows counted by index sit at the frontier)."""
+    from hamiltonians.determinants import hf_occupation_in_order
+
+    return torch.equal(torch.as_tensor(hf_occupation).to(torch.uint8).cpu(),
+                       hf_occupation_in_order(order, H.n_alpha, H.n_beta).to(torch.uint8).cpu())
+
+
+def dmrg_target(H: Hamiltonian, settings: StartSettings, hf_occupation: torch.Tensor) -> SCIState:
+    """``H`` diagonalised on the reference determinant and the ``sci_determinants`` largest
+    determinants of a DMRG at ``dmrg_bond_dim`` (signs from ``H``'s own eigenvector)."""
+    from hamiltonians.references.dmrg_determinants import dmrg_determinants
+    from hamiltonians.sci.diagonalise import diagonalise
+    from hamiltonians.sci.state import unique_determinants
+
+    found = dmrg_determinants(H, bond_dim=settings.dmrg_bond_dim, n_determinants=settings.sci_determinants)
+    reference = torch.as_tensor(hf_occupation).to(torch.uint8).cpu()[None]
+    dets = unique_determinants(H, torch.cat((reference, found.dets)))[0]
+    state = diagonalise(H, dets)
+    log.info("DMRG start: %d determinants, E %.8f (the MPS at M = %d: %.8f)", dets.shape[0], state.energy,
+             found.bond_dim, found.energy)
+    return state
+
+
 def _auto_cas(H: Hamiltonian, settings: StartSettings) -> tuple[int, int]:
     if settings.cas:
         n_electrons, n_orbitals = settings.cas   # StartSettings checks that it holds two
@@ -201,12 +227,19 @@ def ci_target(H: Hamiltonian, settings: StartSettings, *, hf_occupation: torch.T
         if hf_weight >= AUTO_HF_WEIGHT:
             log.info("auto start: CISD (HF weight %.3f >= %.2f)", hf_weight, AUTO_HF_WEIGHT)
             return state, "cisd"
+        if not _energy_ordered(H, hf_occupation, order) and dmrg_available():
+            log.info("auto start: DMRG determinants (HF weight %.3f < %.2f, and the reference determinant is not "
+                     "the lowest-index one: a CAS window by index would not be the frontier)", hf_weight,
+                     AUTO_HF_WEIGHT)
+            return dmrg_target(H, settings, hf_occupation), "dmrg"
         cas = _auto_cas(H, settings)
         log.info("auto start: CISD+CAS%s (HF weight %.3f < %.2f: multireference)", cas, hf_weight, AUTO_HF_WEIGHT)
         try:
             return cisd_cas(H, *cas, order=order), f"cisd_cas{cas}"
         except ValueError as error:
             raise ValueError(f"cas: {error}") from None
+    if mode == "dmrg":
+        return dmrg_target(H, settings, hf_occupation), "dmrg"
     if mode not in ("casci", "cisd_cas"):
         raise ValueError(f"mode {mode!r} has no CI target")
     build = casci if mode == "casci" else cisd_cas

@@ -146,3 +146,31 @@ def test_a_window_that_does_not_fit_is_refused_before_any_work():
             Start(StartSettings(mode=mode, cas=(4, 2))).check(H)
     Start(StartSettings(mode="cisd", cas=(4, 2))).check(H)
     Start(StartSettings(mode="casci", cas=(2, 2))).check(H)
+
+
+@pytest.mark.skipif(not __import__("hamiltonians.references.dmrg", fromlist=["x"]).dmrg_available(),
+                    reason="block2 not installed")
+def test_localised_orbitals_start_from_dmrg_determinants(caplog):
+    """A stretched H8 chain in Lowdin orbitals (4,900 determinants): its reference determinant (one
+    electron per site) carries little of CISD, and a CAS window counted by index would be four
+    neighbouring atoms (CISD+CAS(4, 4) so built lies 1.2 Ha above FCI), so ``"auto"`` takes the
+    DMRG's determinants: 300 of them lie 22 mHa above FCI where CISD's 361 lie 58 mHa above, and
+    the reference determinant comes first."""
+    import logging
+
+    from hamiltonians.exact import ground_state_energy
+    from hamiltonians.reference_determinant import lowest_determinant
+    from tests.systems import localised_chain
+
+    H = localised_chain(8, 3.6)
+    reference = lowest_determinant(H).occupation
+    where = dict(hf_occupation=reference, order=list(range(8)))
+    fci, e_cisd = ground_state_energy(H), ci_target(H, StartSettings(mode="cisd"), **where)[0].energy
+    with caplog.at_level(logging.INFO, logger="nnqs.training.start"):
+        auto, label = ci_target(H, StartSettings(mode="auto", sci_determinants=300), **where)
+    assert label == "dmrg" and any("DMRG determinants" in r.getMessage() for r in caplog.records)
+    assert torch.equal(auto.dets[0], reference) and auto.dets.shape[0] <= 301
+    assert auto.energy - fci < 0.5 * (e_cisd - fci)
+    assert ci_target(H, StartSettings(mode="cisd_cas", cas=(4, 4)), **where)[0].energy - fci > 1.0
+    explicit, label = ci_target(H, StartSettings(mode="dmrg", sci_determinants=300), **where)
+    assert label == "dmrg" and abs(explicit.energy - auto.energy) < 1e-9
