@@ -7,7 +7,9 @@ Outputs in the run folder: ``rdms.npz`` and ``natural_occupations.png``. ``rdms.
 orbital order whatever the network's), ``unseen_mass``, ``network_order`` (the network's
 autoregressive order: position ``i`` holds molecule orbital ``network_order[i]``) and, for a run
 with a geometry, ``mo_coeff`` ``[nao, N]``: the active orbitals in PySCF's AO basis, the RDMs'
-columns, so ``mo_coeff @ dm1 @ mo_coeff.T`` is the active AO density (add the core's).
+columns, so ``mo_coeff @ dm1 @ mo_coeff.T`` is the active AO density (add the core's); for a run
+whose orbitals were rotated (``[molecule] orbitals``), ``orbital_rotation`` ``[N, N]``: the run's
+orbitals in the given ones, so ``R @ dm1 @ R.T`` is the 1-RDM in the FCIDUMP's orbitals.
 """
 
 from __future__ import annotations
@@ -64,6 +66,9 @@ def run_properties(trained: TrainedRun, run_dir: str | Path, *, n_samples: int |
     arrays["network_order"] = np.asarray(trained.system.order, dtype=np.int64)
     if dipole is not None:
         arrays["mo_coeff"] = dipole[2]
+    orbitals = trained.system.orbitals
+    if orbitals is not None and orbitals.rotation is not None:
+        arrays["orbital_rotation"] = orbitals.rotation
 
     def write_npz(tmp: str) -> None:
         with open(tmp, "wb") as f:

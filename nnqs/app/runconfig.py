@@ -71,6 +71,10 @@ class MoleculeConfig:
             ``"fiedler"`` (along the exchange graph's Fiedler vector, from the integrals:
             :func:`hamiltonians.reference_determinant.fiedler_order`) or a permutation (list of
             spatial orbital indices): the autoregressive order of the orbitals.
+        orbitals: the orbitals the run solves in (:func:`hamiltonians.orbitals.choose_orbitals`):
+            ``"auto"`` (the given ones, unless none of their determinants is a Hartree-Fock one
+            and an SCF converges in them: then that SCF's canonical orbitals, so that a localised
+            FCIDUMP costs what the canonical one does), ``"given"`` or ``"scf"``.
         reference: the determinant every expansion starts from (the start's CI spaces, the
             loop's first pool, the network's ``p_HF``): ``"auto"`` (the lowest ``<D|H|D>`` a
             search over occupations finds, :func:`hamiltonians.reference_determinant.lowest_determinant`;
@@ -94,6 +98,7 @@ class MoleculeConfig:
     active_space: tuple[int, ...] = ()
     fcidump: str = ""
     orbital_order: str | tuple[int, ...] = "given"
+    orbitals: str = "auto"
     reference: str = "auto"
     dmrg: bool = True
     slow_references: bool = True
@@ -107,6 +112,9 @@ class MoleculeConfig:
         if isinstance(order, str) and order not in ORBITAL_ORDERS:
             raise ConfigError(f"[molecule] orbital_order must be one of {', '.join(map(repr, ORBITAL_ORDERS))} or a "
                               f"list, got {order!r}")
+        if self.orbitals not in ORBITALS:
+            raise ConfigError(f"[molecule] orbitals must be one of {', '.join(map(repr, ORBITALS))}, "
+                              f"got {self.orbitals!r}")
         if self.reference not in REFERENCES:
             raise ConfigError(f"[molecule] reference must be one of {', '.join(map(repr, REFERENCES))}, "
                               f"got {self.reference!r}")
@@ -115,6 +123,7 @@ class MoleculeConfig:
 #: The named orbital orders and reference determinants of ``[molecule]``.
 ORBITAL_ORDERS = ("given", "reversed", "frontier_last", "fiedler")
 REFERENCES = ("auto", "aufbau")
+ORBITALS = ("auto", "given", "scf")   # hamiltonians.orbitals.ORBITALS
 
 
 @dataclass(frozen=True)

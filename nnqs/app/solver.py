@@ -141,7 +141,7 @@ def system_of(H: MolecularHamiltonian, config: RunConfig) -> System:
     """A :class:`~nnqs.app.system.System` for integrals ``H`` given in memory (no references):
     its reference determinant found and the orbitals moved into ``[molecule] orbital_order``
     (:func:`~nnqs.app.system.arranged`)."""
-    return arranged(config.molecule, H, {})
+    return arranged(config.molecule, H, {}, rotate=False)
 
 
 class NNQS:
@@ -328,6 +328,7 @@ class NNQS:
             "n_determinants": driver.H.n_determinants,
             "orbital_order": system.order,
             "reference_determinant": system.reference.to_dict() if system.reference is not None else None,
+            "orbitals": system.orbitals.to_dict() if system.orbitals is not None else {"kind": "given"},
             "start": self.start_summary,
             "p_hf_after_start": self.start_p_hf,
             "device": str(driver.model.device),

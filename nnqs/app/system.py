@@ -19,6 +19,7 @@ import torch
 from hamiltonians import MolecularHamiltonian, from_pyscf, read_fcidump, write_fcidump
 from hamiltonians.determinants import hf_occupation_in_order, occupations_in_order
 from hamiltonians.molecular import permute_orbitals
+from hamiltonians.orbitals import OrbitalChoice, choose_orbitals, rotate_orbitals
 from hamiltonians.reference_determinant import FoundReference, fiedler_order, lowest_determinant
 from nnqs.app.references import FCI_MAX_DETERMINANTS, all_references, pending, quick_references
 from nnqs.app.runconfig import ConfigError, MoleculeConfig
@@ -46,6 +47,8 @@ class System:
         order: ``order[i]`` is the original spatial orbital placed at position ``i``.
         reference: the reference determinant found from the original integrals (``[molecule]
             reference = "auto"``; its occupation in the original order), or ``None``: the aufbau one.
+        orbitals: the :class:`~hamiltonians.orbitals.OrbitalChoice` (``[molecule] orbitals``): the
+            original orbitals are the given ones, or the given ones rotated by its ``rotation``.
         hf_occupation: uint8 ``[2N]``, the reference determinant in this order: :attr:`reference`'s
             (the lowest-index original orbitals occupied where it is ``None``), wherever the order
             puts its orbitals. Every expansion starts from it.
@@ -59,6 +62,7 @@ class System:
     order: list[int]
     references: dict
     reference: FoundReference | None = None
+    orbitals: OrbitalChoice | None = None
 
     @property
     def hf_occupation(self) -> torch.Tensor:
@@ -165,19 +169,32 @@ def _ordered_system(config: MoleculeConfig, H: MolecularHamiltonian, references:
     return system
 
 
-def arranged(config: MoleculeConfig, H: MolecularHamiltonian, references: dict) -> System:
-    """The :class:`System` of the original integrals ``H``: its reference determinant found
-    (``[molecule] reference``), then the orbitals moved into ``[molecule] orbital_order``."""
-    found = None
-    if config.reference == "auto":
+def arranged(config: MoleculeConfig, H: MolecularHamiltonian, references: dict, *, rotate: bool = True) -> System:
+    """The :class:`System` of integrals ``H``: rotated into ``[molecule] orbitals`` (with
+    ``rotate``; in-memory solvers keep the orbitals they are given), its reference determinant
+    found (``[molecule] reference``), then the orbitals moved into ``[molecule] orbital_order``."""
+    found, choice = None, None
+    if config.reference == "auto" or (rotate and config.orbitals != "given"):
         found = lowest_determinant(H)
+    if rotate and config.orbitals != "given":
+        try:
+            choice = choose_orbitals(H, config.orbitals, found)
+        except ValueError as error:
+            raise ConfigError(f"[molecule] {error}") from None
+        if choice.rotation is not None:
+            log.warning("orbitals rotated: %s", choice.reason)
+            H = rotate_orbitals(H, choice.rotation)
+            found = lowest_determinant(H)
+    if config.reference != "auto":
+        found = None
+    elif found is not None:
         log.log(logging.INFO if found.is_aufbau else logging.WARNING, "reference determinant: %s", found.describe())
     order = resolve_order(config.orbital_order, H.n_orbitals, max(H.n_alpha, H.n_beta), H)
     if order != list(range(H.n_orbitals)):
         H = permute_orbitals(H, order)
         log.info("orbital order (%s): %s", config.orbital_order if isinstance(config.orbital_order, str) else "a list",
                  order)
-    return System(H, order, references, found)
+    return System(H, order, references, found, choice)
 
 
 def original_hamiltonian(system: System) -> MolecularHamiltonian:

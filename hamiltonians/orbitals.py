@@ -1,0 +1,114 @@
+"""Changes of orbital basis: a Hamiltonian rotated into other orbitals, and which orbitals to use.
+
+A selected CI or a network pays for the basis it is given: in localised orbitals a delocalised
+state spreads over many more determinants than in Hartree-Fock's, so a run in them needs a larger
+space for the same energy. Where the given orbitals are not an SCF solution's and an SCF in them
+converges, solving in that SCF's canonical orbitals is the same problem at the cost of a
+canonical one.
+
+Rules:
+
+* :func:`rotate_orbitals` with ``C`` ``[N, N]`` orthogonal (column ``k``: new orbital ``k`` in the
+  old ones): ``h' = C^T h C``, ``(pq|rs)' = sum_abcd C_ap C_bq C_cr C_ds (ab|cd)`` (chemists'
+  notation), the constant unchanged; the energies are invariant, the determinants are not.
+  Symmetry labels (``source["orbsym"]``) do not survive a rotation and are dropped.
+* :func:`choose_orbitals`: ``"given"`` keeps the orbitals; ``"scf"`` rotates into the canonical
+  orbitals (occupied first, each set by orbital energy: the aufbau determinant is the SCF one)
+  of the lowest restricted SCF solution found in them
+  (:func:`hamiltonians.references.scf.scf_in_basis`, from the lowest-index and the found reference
+  determinants); ``"auto"`` does so only where no determinant of the given orbitals is a
+  Hartree-Fock one (:func:`hamiltonians.reference_determinant.lowest_determinant` found none) and
+  an SCF converged, and keeps them otherwise (canonical orbitals in any order, or no SCF).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from hamiltonians.molecular import MolecularHamiltonian
+
+__all__ = ["ORBITALS", "OrbitalChoice", "rotate_orbitals", "choose_orbitals"]
+
+log = logging.getLogger(__name__)
+
+ORBITALS = ("auto", "given", "scf")
+
+
+@dataclass(frozen=True)
+class OrbitalChoice:
+    """What :func:`choose_orbitals` decided.
+
+    Attributes:
+        kind: ``"given"`` or ``"scf"``: the orbitals the run solves in.
+        reason: why, in words.
+        rotation: float64 ``[N, N]`` (column ``k``: the run's orbital ``k`` in the given ones), or
+            ``None`` for the given orbitals.
+        scf_energy: the SCF energy whose orbitals were taken (``None`` if none).
+    """
+
+    kind: str
+    reason: str
+    rotation: np.ndarray | None = None
+    scf_energy: float | None = None
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "reason": self.reason, "scf_energy": self.scf_energy}
+
+
+def rotate_orbitals(H: MolecularHamiltonian, rotation) -> MolecularHamiltonian:
+    """``H`` in the orbitals ``rotation``'s columns describe (see the module).
+
+    Raises:
+        ValueError: ``rotation`` is not a real orthogonal ``[N, N]`` matrix (to 1e-8).
+    """
+    c = torch.as_tensor(np.asarray(rotation), dtype=torch.float64)
+    n = H.n_orbitals
+    if c.shape != (n, n) or not torch.allclose(c.T @ c, torch.eye(n, dtype=torch.float64), atol=1e-8):
+        raise ValueError(f"the rotation must be an orthogonal [{n}, {n}] matrix, got shape {tuple(c.shape)}")
+    h1 = H.h1.detach().cpu().double()
+    eri = H.eri.detach().cpu().double()
+    eri = torch.einsum("abcd,ap->pbcd", eri, c)
+    eri = torch.einsum("pbcd,bq->pqcd", eri, c)
+    eri = torch.einsum("pqcd,cr->pqrd", eri, c)
+    eri = torch.einsum("pqrd,ds->pqrs", eri, c)
+    source = {k: v for k, v in H.source.items() if k != "orbsym"}
+    source["rotated"] = True
+    return MolecularHamiltonian(n, H.n_alpha, H.n_beta, H.constant, c.T @ h1 @ c, eri, source=source).to(
+        device=H.device, dtype=H.dtype)
+
+
+def choose_orbitals(H: MolecularHamiltonian, kind: str = "auto", found=None) -> OrbitalChoice:
+    """The orbitals to solve ``H`` in (see the module); ``found``: ``H``'s reference determinant
+    if already found (:class:`~hamiltonians.reference_determinant.FoundReference`).
+
+    Raises:
+        ValueError: an unknown ``kind``, or ``"scf"`` where no SCF converged.
+    """
+    if kind not in ORBITALS:
+        raise ValueError(f"orbitals must be one of {', '.join(map(repr, ORBITALS))}, got {kind!r}")
+    if kind == "given":
+        return OrbitalChoice("given", "as given ([molecule] orbitals = \"given\")")
+    from hamiltonians.reference_determinant import lowest_determinant
+    from hamiltonians.references.scf import scf_in_basis
+
+    found = found if found is not None else lowest_determinant(H)
+    if kind == "auto" and not found.found_by.startswith("lowest"):
+        return OrbitalChoice("given", f"a Hartree-Fock determinant of the given orbitals ({found.found_by})")
+    guesses = {"aufbau": H.aufbau_occupation().to(torch.uint8).cpu(), "reference determinant": found.occupation}
+    scf = scf_in_basis(H, guesses)
+    if scf.mf is None:
+        if kind == "scf":
+            raise ValueError("orbitals = 'scf': no SCF converged in the given orbitals")
+        return OrbitalChoice("given", "no Hartree-Fock determinant among them, and no SCF converged in them")
+    occupied = np.asarray(scf.mf.mo_occ, dtype=float)
+    order = np.lexsort((np.asarray(scf.mf.mo_energy), -occupied))   # doubly, singly occupied, empty; by energy
+    rotation = np.asarray(scf.mf.mo_coeff)[:, order]
+    reason = ("no Hartree-Fock determinant among the given orbitals: the canonical orbitals of their SCF "
+              f"({scf.energy:.8f} Ha, guess {scf.guess})" if kind == "auto" else f"SCF canonical orbitals "
+              f"({scf.energy:.8f} Ha)")
+    log.info("orbitals: %s", reason)
+    return OrbitalChoice("scf", reason, rotation, scf.energy)
