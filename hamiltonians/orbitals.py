@@ -16,9 +16,12 @@ Rules:
   orbitals (occupied first, each set by orbital energy: the aufbau determinant is the SCF one)
   of the lowest restricted SCF solution found in them
   (:func:`hamiltonians.references.scf.scf_in_basis`, from the lowest-index and the found reference
-  determinants); ``"auto"`` does so only where no determinant of the given orbitals is a
-  Hartree-Fock one (:func:`hamiltonians.reference_determinant.lowest_determinant` found none) and
-  an SCF converged, and keeps them otherwise (canonical orbitals in any order, or no SCF).
+  determinants); ``"auto"`` keeps the given orbitals where one of their determinants is a
+  Hartree-Fock one (:func:`hamiltonians.reference_determinant.lowest_determinant`: canonical
+  orbitals in any order) or no SCF converges, and otherwise takes the set in which a small CIPSI
+  (:data:`PROBE_SIZE` determinants from the reference determinant, :func:`probe_energy`) reaches
+  the lower ``E_var``: the SCF's where the state is delocalised (near equilibrium), the given
+  localised ones where it is not (stretched bonds, where a canonical basis spreads it).
 """
 
 from __future__ import annotations
@@ -31,11 +34,13 @@ import torch
 
 from hamiltonians.molecular import MolecularHamiltonian
 
-__all__ = ["ORBITALS", "OrbitalChoice", "rotate_orbitals", "choose_orbitals"]
+__all__ = ["ORBITALS", "PROBE_SIZE", "OrbitalChoice", "rotate_orbitals", "choose_orbitals", "probe_energy"]
 
 log = logging.getLogger(__name__)
 
 ORBITALS = ("auto", "given", "scf")
+#: Determinants of the CIPSI probe that compares two orbital sets (:func:`probe_energy`).
+PROBE_SIZE = 512
 
 
 @dataclass(frozen=True)
@@ -47,16 +52,19 @@ class OrbitalChoice:
         reason: why, in words.
         rotation: float64 ``[N, N]`` (column ``k``: the run's orbital ``k`` in the given ones), or
             ``None`` for the given orbitals.
-        scf_energy: the SCF energy whose orbitals were taken (``None`` if none).
+        scf_energy: the SCF energy in the given orbitals (``None`` if none converged or none ran).
+        probes: ``{"given", "scf"}``: each orbital set's CIPSI probe energy (:func:`probe_energy`),
+            where ``"auto"`` compared them.
     """
 
     kind: str
     reason: str
     rotation: np.ndarray | None = None
     scf_energy: float | None = None
+    probes: dict | None = None
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "reason": self.reason, "scf_energy": self.scf_energy}
+        return {"kind": self.kind, "reason": self.reason, "scf_energy": self.scf_energy, "probes": self.probes}
 
 
 def rotate_orbitals(H: MolecularHamiltonian, rotation) -> MolecularHamiltonian:
@@ -107,8 +115,24 @@ def choose_orbitals(H: MolecularHamiltonian, kind: str = "auto", found=None) -> 
     occupied = np.asarray(scf.mf.mo_occ, dtype=float)
     order = np.lexsort((np.asarray(scf.mf.mo_energy), -occupied))   # doubly, singly occupied, empty; by energy
     rotation = np.asarray(scf.mf.mo_coeff)[:, order]
-    reason = ("no Hartree-Fock determinant among the given orbitals: the canonical orbitals of their SCF "
-              f"({scf.energy:.8f} Ha, guess {scf.guess})" if kind == "auto" else f"SCF canonical orbitals "
-              f"({scf.energy:.8f} Ha)")
-    log.info("orbitals: %s", reason)
-    return OrbitalChoice("scf", reason, rotation, scf.energy)
+    if kind == "scf":
+        return OrbitalChoice("scf", f"SCF canonical orbitals ({scf.energy:.8f} Ha)", rotation, scf.energy)
+    given, rotated = probe_energy(H), probe_energy(rotate_orbitals(H, rotation))
+    probes = {"given": given, "scf": rotated}
+    if not rotated < given:
+        return OrbitalChoice("given", f"no Hartree-Fock determinant among them, but {PROBE_SIZE} CIPSI determinants "
+                             f"reach lower in them than in their SCF's orbitals ({given:.8f} <= {rotated:.8f} Ha)",
+                             None, scf.energy, probes)
+    reason = (f"no Hartree-Fock determinant among the given orbitals, and {PROBE_SIZE} CIPSI determinants reach "
+              f"lower in their SCF's canonical orbitals ({rotated:.8f} < {given:.8f} Ha; SCF {scf.energy:.8f} Ha)")
+    return OrbitalChoice("scf", reason, rotation, scf.energy, probes)
+
+
+def probe_energy(H: MolecularHamiltonian, size: int | None = None) -> float:
+    """``E_var`` of CIPSI grown from the reference determinant to ``size`` (:data:`PROBE_SIZE`)
+    determinants: how compact the ground state is in ``H``'s orbitals."""
+    from hamiltonians.sci.solver import SelectedCI
+
+    solver = SelectedCI(start="hf", max_size=size or PROBE_SIZE, pt2="none", extrapolation=())
+    e_var, _ = solver.kernel(H)
+    return float(e_var)

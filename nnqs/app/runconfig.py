@@ -72,9 +72,10 @@ class MoleculeConfig:
             :func:`hamiltonians.reference_determinant.fiedler_order`) or a permutation (list of
             spatial orbital indices): the autoregressive order of the orbitals.
         orbitals: the orbitals the run solves in (:func:`hamiltonians.orbitals.choose_orbitals`):
-            ``"auto"`` (the given ones, unless none of their determinants is a Hartree-Fock one
-            and an SCF converges in them: then that SCF's canonical orbitals, so that a localised
-            FCIDUMP costs what the canonical one does), ``"given"`` or ``"scf"``.
+            ``"auto"`` (the given ones, unless none of their determinants is a Hartree-Fock one,
+            an SCF converges in them and a small CIPSI reaches lower in that SCF's canonical
+            orbitals: then those, so that a localised FCIDUMP costs what the canonical one does
+            near equilibrium), ``"given"`` or ``"scf"``.
         reference: the determinant every expansion starts from (the start's CI spaces, the
             loop's first pool, the network's ``p_HF``): ``"auto"`` (the lowest ``<D|H|D>`` a
             search over occupations finds, :func:`hamiltonians.reference_determinant.lowest_determinant`;
