@@ -35,7 +35,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from experiments.common import EXPERIMENTS, save_results  # noqa: E402
-from nnqs.training.memory import Density, Sizes, plan_memory  # noqa: E402
+from nnqs.training.memory import RUNTIME_BYTES, Density, Sizes, plan_memory  # noqa: E402
 
 logger = logging.getLogger("memory_plan")
 EXAMPLES = ("h2o_631g_defaults", "n2_631g_fc_defaults", "n2_ccpvdz_fc_defaults")
@@ -166,14 +166,19 @@ def compare(folder: Path, density: Density | None) -> dict:
                        cache_bytes=int(float(config["sampler"]["cache_mib"]) * 2**20),
                        grad_chunk=int(config["optim"]["grad_chunk"]), process_bytes=int(measured["baseline"]),
                        density=density)
-    phases = {}
+    phases, entries = {}, measured.get("entries", {})
     for name, peak in measured["peaks"].items():
         planned = plan.phase_peak(name) if name in plan.parts else None
-        phases[name] = {"measured": int(peak), "planned": planned,
-                        "ratio": None if planned is None else planned / peak}
+        entry = entries.get(name)
+        phases[name] = {"measured": int(peak), "planned": planned, "entry": entry,
+                        "measured_own": None if entry is None else int(peak) - int(entry),
+                        "planned_own": plan.parts.get(name), "ratio": None if planned is None else planned / peak}
     ratio = plan.peak / measured["peak"]
+    held = [int(e) - int(measured["baseline"]) - (plan.base - RUNTIME_BYTES - int(measured["baseline"]))
+            for e in entries.values()]   # what the run held at a phase's opening beyond the plan's fixed part
     return {"example": folder.name, "spin_orbitals": 2 * H.n_orbitals, "sizes": vars(sizes),
             "n_connections": density.n_connections, "baseline": measured["baseline"], "phases": phases,
+            "held_between_phases": {"median": float(np.median(held)), "max": max(held)} if held else None,
             "measured_peak": measured["peak"], "planned_peak": plan.peak, "ratio": ratio,
             "largest_planned": plan.largest(),
             "largest_measured": max(measured["peaks"], key=measured["peaks"].__getitem__),
@@ -204,12 +209,19 @@ def main(argv=None) -> int:
                             "points": density_points(H, folder),
                             "runtime_bytes": runtime_floor(folder / "hamiltonian.fcidump")})
     laws = fit_laws(systems) if systems else None
-    print(f"{'example':24s} {'phase':20s} {'planned GiB':>11s} {'measured GiB':>12s} {'ratio':>6s}")
+    print(f"{'example':24s} {'phase':20s} {'planned GiB':>11s} {'measured GiB':>12s} {'ratio':>6s} "
+          f"{'own: planned':>12s} {'measured':>8s}")
     for row in rows:
         for phase, p in row["phases"].items():
             planned = "-" if p["planned"] is None else f"{p['planned'] / 2**30:.3f}"
             ratio = "-" if p["ratio"] is None else f"{p['ratio']:.2f}"
-            print(f"{row['example']:24s} {phase:20s} {planned:>11s} {p['measured'] / 2**30:12.3f} {ratio:>6s}")
+            own = ["-" if v is None else f"{v / 2**30:.3f}" for v in (p["planned_own"], p["measured_own"])]
+            print(f"{row['example']:24s} {phase:20s} {planned:>11s} {p['measured'] / 2**30:12.3f} {ratio:>6s} "
+                  f"{own[0]:>12s} {own[1]:>8s}")
+        if row["held_between_phases"]:
+            print(f"{row['example']:24s} held at a phase's opening beyond the plan's fixed part: median "
+                  f"{row['held_between_phases']['median'] / 2**20:.0f} MiB, largest "
+                  f"{row['held_between_phases']['max'] / 2**20:.0f} MiB (RUNTIME_BYTES {RUNTIME_BYTES / 2**20:.0f})")
         ok = abs(row["ratio"] - 1) <= args.tolerance
         print(f"{row['example']:24s} {'PEAK':20s} {row['planned_peak'] / 2**30:11.3f} "
               f"{row['measured_peak'] / 2**30:12.3f} {row['ratio']:6.2f} {'within' if ok else 'OUTSIDE'} "

@@ -11,6 +11,9 @@ beta, Jordan–Wigner signs in that order):
   in that order. Determinants reached outside ``S`` are dropped (the projected matrix).
 * Over a spin-complete set (every arrangement of each determinant's open-shell spins present)
   the eigenvalues are ``s(s+1)``; the slow reference is PySCF's ``fci.spin_op.spin_square``.
+  :func:`spin_complete` adds the missing arrangements: for a determinant with ``k`` singly
+  occupied orbitals, all ``C(k, m)`` placements of its ``m = (k + n_alpha - n_beta) / 2`` alpha
+  electrons among them, the doubly occupied orbitals kept.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import torch
 
 from hamiltonians.determinants import lookup_keys, pack_occupations, unique_keys
 
-__all__ = ["spin_square_matrix", "spin_square_of"]
+__all__ = ["spin_square_matrix", "spin_square_of", "spin_complete"]
 
 
 def _parity_before(occ: torch.Tensor, j: int) -> torch.Tensor:
@@ -74,3 +77,45 @@ def spin_square_of(dets, coefficients) -> float:
     c = np.asarray(coefficients, dtype=np.float64)
     c = c / np.linalg.norm(c)
     return float(c @ (spin_square_matrix(dets) @ c))
+
+
+def spin_complete(dets) -> torch.Tensor:
+    """``dets`` (uint8 ``[D, 2N]``, one sector) followed by every missing arrangement of their
+    open-shell spins (see the module), unique, uint8 ``[D', 2N]``; ``dets``'s rows first."""
+    import itertools
+
+    dets = torch.as_tensor(dets).to(torch.uint8).cpu()
+    if dets.shape[0] == 0:
+        return dets
+    alpha, beta = dets[:, 0::2], dets[:, 1::2]
+    single = alpha ^ beta
+    double = alpha & beta
+    n_alpha, n_beta = int(alpha[0].sum()), int(beta[0].sum())
+    counts = single.sum(dim=1)
+    out = [dets]
+    for k in torch.unique(counts).tolist():
+        rows = torch.nonzero(counts == k).flatten()
+        m = (k + n_alpha - n_beta) // 2
+        if k == 0 or m in (0, k):
+            continue   # one arrangement only: the determinant itself
+        patterns = torch.unique(torch.cat((double[rows], single[rows]), dim=1), dim=0)
+        n = double.shape[1]
+        where = torch.nonzero(patterns[:, n:]).view(patterns.shape[0], k, 2)[:, :, 1]   # the open orbitals, sorted
+        choices = torch.tensor(list(itertools.combinations(range(k), m)), dtype=torch.long)   # [C, m]
+        up = torch.zeros(choices.shape[0], k, dtype=torch.uint8)
+        up.scatter_(1, choices, 1)                                                      # [C, k]: alpha here
+        p, c = patterns.shape[0], choices.shape[0]
+        new_alpha = patterns[:, :n].repeat_interleave(c, dim=0).clone()
+        new_beta = new_alpha.clone()
+        orbitals = where.repeat_interleave(c, dim=0)                                    # [P C, k]
+        spins = up.repeat(p, 1)
+        new_alpha.scatter_(1, orbitals, spins)
+        new_beta.scatter_(1, orbitals, 1 - spins)
+        made = torch.zeros(p * c, 2 * n, dtype=torch.uint8)
+        made[:, 0::2], made[:, 1::2] = new_alpha, new_beta
+        out.append(made)
+    every = torch.cat(out)
+    _, inverse = unique_keys(pack_occupations(every))
+    first = torch.full((int(inverse.max()) + 1,), every.shape[0], dtype=torch.int64)
+    first.scatter_reduce_(0, inverse, torch.arange(every.shape[0]), reduce="amin")
+    return every[torch.sort(first).values]

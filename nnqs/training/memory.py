@@ -18,7 +18,8 @@ is the base plus the largest part:
 * ``vmc``: the autograd graph of ``log psi`` over the step's unique samples (or ``[optim]
   grad_chunk`` of them) plus the larger of the local energies' working set and the update's
   arrays (minSR's Jacobian, its float64 centred copies and the ``2U x 2U`` Gram matrix; sr_top's
-  ``K`` rows), or the sampler's cache where larger; ``evaluation``: the same without a graph;
+  ``K`` rows), plus the sampler's cache rows the draws touched (they stay resident);
+  ``evaluation``: the same without a graph;
 * ``final.space``: ``H_S`` of the final space (or the draws' cache); ``final.pt2``: PT2's sums
   (deterministic, bounded by hash buckets, or the semistochastic deterministic part and one batch);
   ``final.extrapolation``: the same on the largest truncation.
@@ -55,9 +56,11 @@ NO_GRAD_CHUNK = 4096
 KEY_BYTES = 96
 #: PT2's budget for one pass's sums (``hamiltonians.sci.pt2.DEFAULT_MAX_BYTES``).
 PT2_MAX_BYTES = 2 << 30
-#: What the process keeps once the compiled kernels have run (Numba's compiled code, first-use
-#: buffers): part of every phase's base; measured by ``experiments/studies/memory_plan.py``.
-RUNTIME_BYTES = 64 * 2**20
+#: What a run holds at the opening of its phases beyond the process at the plan and the plan's
+#: fixed part (Numba's compiled code, the allocator's retained heap, the fitted state between
+#: phases): part of every phase's base; the median over the default runs' phases, measured by
+#: ``experiments/studies/memory_plan.py`` from each phase's entry.
+RUNTIME_BYTES = 224 * 2**20
 
 
 @dataclass(frozen=True)
@@ -244,8 +247,9 @@ def plan_memory(model, H: Hamiltonian, *, n_unique: int | None = None, sizes: Si
         "loop.extend": sums(density.n_outside(sizes.loop_pool)) + kernel if sizes.loop_pool else 0,
         "loop.diagonalise": matrix(sizes.loop_space),
         "loop.fit": fit(sizes.loop_rows, sizes.loop_space) if sizes.loop_pool else 0,
-        "vmc": max(sampling(sizes.n_unique), graph + max(local_energy, update)),
-        "evaluation": max(sampling(sizes.eval_unique), local_energy) if sizes.eval_unique else 0,
+        # the sampler's cache rows, once touched, stay resident through the step's local energies
+        "vmc": sampling(sizes.n_unique) + graph + max(local_energy, update),
+        "evaluation": sampling(sizes.eval_unique) + local_energy if sizes.eval_unique else 0,
         "final.space": max(sampling(sizes.loop_unique), matrix(sizes.final_space)) if sizes.final_space else 0,
         "final.pt2": pt2(sizes.final_space, sizes.pt2_parents, sizes.pt2_draws),
         "final.extrapolation": max(matrix(sizes.final_space // 2),

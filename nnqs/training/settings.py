@@ -417,6 +417,10 @@ class SubspaceConfig(Presettable):
         pool: most determinants in the pool; past it the largest ``|c|`` are kept.
         extend: outside determinants added per cycle, those with the largest
             ``|<a|H|psi_pool>|`` (0: none; the pool then grows only by the network's samples).
+        spin_complete: add to each cycle's space every missing arrangement of its determinants'
+            open-shell spins (:func:`hamiltonians.sci.spin.spin_complete`), so that its ground state
+            can be a spin eigenstate where open shells matter (stretched bonds, localised
+            orbitals); they count as grown by connection. The trimming to ``pool`` may cut sets.
         fit_steps, fit_lr, fit_determinants, fit_tail, phase_steps: the fit of the network to the
             pool's eigenvector each cycle (:func:`nnqs.training.fit.fit_to_state`: amplitude
             steps, their learning rate, the largest determinants per step, the tail drawn per
@@ -440,6 +444,7 @@ class SubspaceConfig(Presettable):
     n_samples: int = 100_000
     pool: int = 50_000
     extend: int = 5_000
+    spin_complete: bool = False
     fit_steps: int = 200
     fit_lr: float = 3e-3
     fit_determinants: int = 1024

@@ -129,6 +129,13 @@ class SubspaceDriver(Driver):
             merged, n_ext = merge(H, merged, extension)
             self.origins.add(extension, "connection")   # first: the network is credited with what growth missed
         self.origins.add(sampled, "network")
+        if cfg.spin_complete:
+            from hamiltonians.sci.spin import spin_complete
+
+            partners = spin_complete(merged)[merged.shape[0]:]
+            merged, n_partners = merge(H, merged, partners)
+            self.origins.add(partners, "connection")
+            n_ext += n_partners
         with phase("loop.diagonalise"):
             pool = diagonalise(H, merged, v0=_start_vector(old.coefficients, n_new + n_ext))
             self.pool = truncate(H, pool, cfg.pool)

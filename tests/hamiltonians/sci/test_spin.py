@@ -43,3 +43,27 @@ def test_a_subset_gives_the_projected_matrix_and_bad_input_is_refused():
         spin_square_matrix(torch.cat([dets[:3], dets[:1]]))
     with pytest.raises(ValueError, match="sector"):
         spin_square_matrix(torch.cat([dets[:3], enumerate_determinants(5, 3, 1)[:2]]))
+
+
+@pytest.mark.parametrize("n,n_alpha,n_beta", [(5, 3, 2), (6, 3, 3), (6, 4, 2)])
+def test_spin_completion_adds_every_arrangement_of_the_open_shells(n, n_alpha, n_beta):
+    """Against the whole sector filtered by spatial pattern (doubly and singly occupied orbitals):
+    the completed set is exactly the sector's determinants sharing a pattern with the input, the
+    input's rows first; over it, H's ground state is a spin eigenstate."""
+    from hamiltonians.sci.diagonalise import diagonalise
+    from hamiltonians.sci.spin import spin_complete
+    from tests.systems import random_hamiltonian
+
+    sector = enumerate_determinants(n, n_alpha, n_beta).to(torch.uint8)
+    g = torch.Generator().manual_seed(n + n_alpha)
+    given = sector[torch.randperm(sector.shape[0], generator=g)[:6]]
+    pattern = lambda d: (tuple((d[0::2] & d[1::2]).tolist()), tuple((d[0::2] ^ d[1::2]).tolist()))   # noqa: E731
+    wanted = {pattern(d) for d in given}
+    expected = {tuple(d.tolist()) for d in sector if pattern(d) in wanted}
+    done = spin_complete(given)
+    assert torch.equal(done[: given.shape[0]], given)
+    assert {tuple(d.tolist()) for d in done} == expected and len(expected) == done.shape[0]
+    state = diagonalise(random_hamiltonian(n, n_alpha, n_beta, seed=1), done)
+    s2 = spin_square_of(done, state.coefficients)
+    s = np.roots([1, 1, -s2]).max()   # s(s+1) = <S^2>
+    assert abs(2 * s - round(2 * s)) < 1e-6

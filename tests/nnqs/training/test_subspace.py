@@ -5,6 +5,7 @@ run's subspace and PT2 fields are the hamiltonians layer's numbers on the same s
 import math
 
 import pytest
+import numpy as np
 import torch
 
 from hamiltonians.sci.spaces import cisd
@@ -112,3 +113,19 @@ def test_the_final_samples_are_only_the_draws_the_pool_lacked():
     shares = fields["origins"]
     assert shares["unknown"]["determinants"] == pool.size
     assert shares.get("final_samples", {"determinants": 0})["determinants"] == fields["subspace_from_network"]
+
+
+def test_a_spin_complete_loop_keeps_its_pools_spin_eigenstates():
+    """With ``spin_complete`` every cycle's space holds all arrangements of its open shells (the
+    pool is never trimmed here), so each pool's ground state is a spin eigenstate: <S^2> = s(s+1)."""
+    from hamiltonians.sci.spin import spin_complete, spin_square_of
+
+    config = SubspaceConfig(cycles=2, n_samples=300, pool=10**6, extend=40, fit_steps=5, phase_steps=5,
+                            spin_complete=True)
+    loop = SubspaceDriver(H, state(), config, cisd(H))
+    loop.run(2)
+    dets = loop.pool.dets
+    assert spin_complete(dets).shape[0] == dets.shape[0]   # nothing missing
+    s2 = spin_square_of(dets, loop.pool.coefficients)
+    s = (np.sqrt(1 + 4 * s2) - 1) / 2
+    assert abs(2 * s - round(2 * s)) < 1e-6
