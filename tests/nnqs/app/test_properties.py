@@ -63,3 +63,30 @@ def test_a_run_from_an_fcidump_has_no_dipole(lih_run, tmp_path, monkeypatch):
     run(config_from_dict(config), tmp_path / "dump", progress=False)
     observables = run_properties(load_trained(tmp_path / "dump"), tmp_path / "dump")
     assert "dipole_x" not in observables.functionals and abs(observables.spin_square) < 0.05
+
+
+def test_a_run_in_rotated_orbitals_gives_its_rdms_back_in_the_given_ones(tmp_path, monkeypatch):
+    """H8 in Lowdin orbitals at 1.8 bohr is solved in its SCF's orbitals (``orbitals = "auto"``);
+    ``rdms.npz`` holds the rotation, and ``R dm1 R^T`` is the 1-RDM in the FCIDUMP's orbitals:
+    the same trace, and its one-electron energy is the rotated one's."""
+    from hamiltonians import write_fcidump
+    from tests.systems import localised_chain
+
+    monkeypatch.setenv("NNQS_REFERENCE_CACHE", str(tmp_path / "refs.json"))
+    H = localised_chain(8, 1.8)
+    write_fcidump(H, tmp_path / "h8.fcidump")
+    config = {"molecule": {"name": "h8", "fcidump": str(tmp_path / "h8.fcidump"), "slow_references": False},
+              "model": {"d_model": 8, "n_layers": 1, "n_heads": 2, "phase_hidden": [8], "dtype": "float64"},
+              "sampler": {"n_samples": 500, "unique_window": []}, "start": {"mode": "cisd", "steps": 5, "phase_steps": 5},
+              "optim": {"steps": 2, "method": "adamw"}, "run": {"threads": 1}}
+    result = run(config_from_dict(config), tmp_path / "h8", progress=False)
+    assert result["orbitals"]["kind"] == "scf"
+    trained = load_trained(tmp_path / "h8")
+    observables = run_properties(trained, tmp_path / "h8")
+    saved = np.load(tmp_path / "h8" / "rdms.npz")
+    rotation, dm1 = saved["orbital_rotation"], saved["dm1a"] + saved["dm1b"]
+    given = rotation @ dm1 @ rotation.T
+    assert abs(np.trace(given) - 8) < 1e-8
+    solved = trained.system.hamiltonian   # the rotated integrals, in the network's order (here the given one)
+    assert abs(np.sum(H.h1.numpy() * given) - np.sum(solved.h1.numpy() * dm1)) < 1e-8
+    assert observables.rdms is not None
