@@ -1,10 +1,4 @@
-"""Changes of orbital basis: a Hamiltonian rotated into other orbitals, and which orbitals to use.
-
-A selected CI or a network pays for the basis it is given: in localised orbitals a delocalised
-state spreads over many more determinants than in Hartree-Fock's, so a run in them needs a larger
-space for the same energy. Where the given orbitals are not an SCF solution's and an SCF in them
-converges, solving in that SCF's canonical orbitals is the same problem at the cost of a
-canonical one.
+"""Changes of orbital basis: a Hamiltonian rotated into other orbitals, and the record of a choice.
 
 Rules:
 
@@ -12,21 +6,12 @@ Rules:
   old ones): ``h' = C^T h C``, ``(pq|rs)' = sum_abcd C_ap C_bq C_cr C_ds (ab|cd)`` (chemists'
   notation), the constant unchanged; the energies are invariant, the determinants are not.
   Symmetry labels (``source["orbsym"]``) do not survive a rotation and are dropped.
-* :func:`choose_orbitals`: ``"given"`` keeps the orbitals; ``"scf"`` rotates into the canonical
-  orbitals (occupied first, each set by orbital energy: the aufbau determinant is the SCF one)
-  of the lowest restricted SCF solution found in them
-  (:func:`hamiltonians.references.scf.scf_in_basis`, from the lowest-index and the found reference
-  determinants); ``"auto"`` keeps the given orbitals where one of their determinants is a
-  Hartree-Fock one (:func:`hamiltonians.reference_determinant.lowest_determinant`: canonical
-  orbitals in any order) or no SCF converges, and otherwise takes the set in which a small CIPSI
-  (:data:`PROBE_SIZE` determinants from the reference determinant, :func:`probe_energy`) reaches
-  the lower ``E_var``: the SCF's where the state is delocalised (near equilibrium), the given
-  localised ones where it is not (stretched bonds, where a canonical basis spreads it).
+* Which orbitals a run solves in is chosen by :func:`nnqs.app.orbitals.choose_orbitals` (it needs
+  an SCF and a CIPSI, layers above this one) and recorded as an :class:`OrbitalChoice`.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,18 +19,14 @@ import torch
 
 from hamiltonians.molecular import MolecularHamiltonian
 
-__all__ = ["ORBITALS", "PROBE_SIZE", "OrbitalChoice", "rotate_orbitals", "choose_orbitals", "probe_energy"]
-
-log = logging.getLogger(__name__)
+__all__ = ["ORBITALS", "OrbitalChoice", "rotate_orbitals"]
 
 ORBITALS = ("auto", "given", "scf")
-#: Determinants of the CIPSI probe that compares two orbital sets (:func:`probe_energy`).
-PROBE_SIZE = 512
 
 
 @dataclass(frozen=True)
 class OrbitalChoice:
-    """What :func:`choose_orbitals` decided.
+    """What :func:`nnqs.app.orbitals.choose_orbitals` decided.
 
     Attributes:
         kind: ``"given"`` or ``"scf"``: the orbitals the run solves in.
@@ -53,7 +34,8 @@ class OrbitalChoice:
         rotation: float64 ``[N, N]`` (column ``k``: the run's orbital ``k`` in the given ones), or
             ``None`` for the given orbitals.
         scf_energy: the SCF energy in the given orbitals (``None`` if none converged or none ran).
-        probes: ``{"given", "scf"}``: each orbital set's CIPSI probe energy (:func:`probe_energy`),
+        probes: ``{"given", "scf"}``: each orbital set's CIPSI probe energy
+            (:func:`nnqs.app.orbitals.probe_energy`),
             where ``"auto"`` compared them.
     """
 
@@ -87,52 +69,3 @@ def rotate_orbitals(H: MolecularHamiltonian, rotation) -> MolecularHamiltonian:
     source["rotated"] = True
     return MolecularHamiltonian(n, H.n_alpha, H.n_beta, H.constant, c.T @ h1 @ c, eri, source=source).to(
         device=H.device, dtype=H.dtype)
-
-
-def choose_orbitals(H: MolecularHamiltonian, kind: str = "auto", found=None) -> OrbitalChoice:
-    """The orbitals to solve ``H`` in (see the module); ``found``: ``H``'s reference determinant
-    if already found (:class:`~hamiltonians.reference_determinant.FoundReference`).
-
-    Raises:
-        ValueError: an unknown ``kind``, or ``"scf"`` where no SCF converged.
-    """
-    if kind not in ORBITALS:
-        raise ValueError(f"orbitals must be one of {', '.join(map(repr, ORBITALS))}, got {kind!r}")
-    if kind == "given":
-        return OrbitalChoice("given", "as given ([molecule] orbitals = \"given\")")
-    from hamiltonians.reference_determinant import lowest_determinant
-    from hamiltonians.references.scf import scf_in_basis
-
-    found = found if found is not None else lowest_determinant(H)
-    if kind == "auto" and not found.found_by.startswith("lowest"):
-        return OrbitalChoice("given", f"a Hartree-Fock determinant of the given orbitals ({found.found_by})")
-    guesses = {"aufbau": H.aufbau_occupation().to(torch.uint8).cpu(), "reference determinant": found.occupation}
-    scf = scf_in_basis(H, guesses)
-    if scf.mf is None:
-        if kind == "scf":
-            raise ValueError("orbitals = 'scf': no SCF converged in the given orbitals")
-        return OrbitalChoice("given", "no Hartree-Fock determinant among them, and no SCF converged in them")
-    occupied = np.asarray(scf.mf.mo_occ, dtype=float)
-    order = np.lexsort((np.asarray(scf.mf.mo_energy), -occupied))   # doubly, singly occupied, empty; by energy
-    rotation = np.asarray(scf.mf.mo_coeff)[:, order]
-    if kind == "scf":
-        return OrbitalChoice("scf", f"SCF canonical orbitals ({scf.energy:.8f} Ha)", rotation, scf.energy)
-    given, rotated = probe_energy(H), probe_energy(rotate_orbitals(H, rotation))
-    probes = {"given": given, "scf": rotated}
-    if not rotated < given:
-        return OrbitalChoice("given", f"no Hartree-Fock determinant among them, but {PROBE_SIZE} CIPSI determinants "
-                             f"reach lower in them than in their SCF's orbitals ({given:.8f} <= {rotated:.8f} Ha)",
-                             None, scf.energy, probes)
-    reason = (f"no Hartree-Fock determinant among the given orbitals, and {PROBE_SIZE} CIPSI determinants reach "
-              f"lower in their SCF's canonical orbitals ({rotated:.8f} < {given:.8f} Ha; SCF {scf.energy:.8f} Ha)")
-    return OrbitalChoice("scf", reason, rotation, scf.energy, probes)
-
-
-def probe_energy(H: MolecularHamiltonian, size: int | None = None) -> float:
-    """``E_var`` of CIPSI grown from the reference determinant to ``size`` (:data:`PROBE_SIZE`)
-    determinants: how compact the ground state is in ``H``'s orbitals."""
-    from hamiltonians.sci.solver import SelectedCI
-
-    solver = SelectedCI(start="hf", max_size=size or PROBE_SIZE, pt2="none", extrapolation=())
-    e_var, _ = solver.kernel(H)
-    return float(e_var)

@@ -71,7 +71,7 @@ class MoleculeConfig:
             ``"fiedler"`` (along the exchange graph's Fiedler vector, from the integrals:
             :func:`hamiltonians.reference_determinant.fiedler_order`) or a permutation (list of
             spatial orbital indices): the autoregressive order of the orbitals.
-        orbitals: the orbitals the run solves in (:func:`hamiltonians.orbitals.choose_orbitals`):
+        orbitals: the orbitals the run solves in (:func:`nnqs.app.orbitals.choose_orbitals`):
             ``"auto"`` (the given ones, unless none of their determinants is a Hartree-Fock one,
             an SCF converges in them and a small CIPSI reaches lower in that SCF's canonical
             orbitals: then those, so that a localised FCIDUMP costs what the canonical one does

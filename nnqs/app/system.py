@@ -19,8 +19,9 @@ import torch
 from hamiltonians import MolecularHamiltonian, from_pyscf, read_fcidump, write_fcidump
 from hamiltonians.determinants import hf_occupation_in_order, occupations_in_order
 from hamiltonians.molecular import permute_orbitals
-from hamiltonians.orbitals import OrbitalChoice, choose_orbitals, rotate_orbitals
+from hamiltonians.orbitals import OrbitalChoice, rotate_orbitals
 from hamiltonians.reference_determinant import FoundReference, fiedler_order, lowest_determinant
+from nnqs.app.orbitals import choose_orbitals
 from nnqs.app.references import FCI_MAX_DETERMINANTS, all_references, pending, quick_references
 from nnqs.app.runconfig import ConfigError, MoleculeConfig
 from nnqs.wavefunction.config import ModelConfig

@@ -1,0 +1,85 @@
+"""Which orbitals a run solves in (``[molecule] orbitals``): the given ones or their SCF's.
+
+A selected CI or a network pays for the basis it is given: in localised orbitals a delocalised
+state spreads over many more determinants than in Hartree-Fock's, so a run in them needs a larger
+space for the same energy; a stretched chain is the other way round.
+
+Rules:
+
+* ``"given"`` keeps the orbitals; ``"scf"`` rotates into the canonical orbitals (occupied first,
+  each set by orbital energy: the aufbau determinant is the SCF one) of the lowest restricted SCF
+  solution found in them (:func:`hamiltonians.references.scf.scf_in_basis`, from the lowest-index
+  and the found reference determinants); ``"auto"`` keeps the given orbitals where one of their
+  determinants is a Hartree-Fock one (:func:`hamiltonians.reference_determinant.lowest_determinant`:
+  canonical orbitals in any order) or no SCF converges, and otherwise takes the set in which a small
+  CIPSI (:data:`PROBE_SIZE` determinants from the reference determinant, :func:`probe_energy`)
+  reaches the lower ``E_var``: the SCF's where the state is delocalised (near equilibrium), the
+  given localised ones where it is not (stretched bonds, where a canonical basis spreads it).
+* The rotation itself is :func:`hamiltonians.orbitals.rotate_orbitals`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import torch
+
+from hamiltonians.molecular import MolecularHamiltonian
+from hamiltonians.orbitals import ORBITALS, OrbitalChoice, rotate_orbitals
+
+__all__ = ["PROBE_SIZE", "choose_orbitals", "probe_energy"]
+
+log = logging.getLogger(__name__)
+
+#: Determinants of the CIPSI probe that compares two orbital sets (:func:`probe_energy`).
+PROBE_SIZE = 512
+
+
+def choose_orbitals(H: MolecularHamiltonian, kind: str = "auto", found=None) -> OrbitalChoice:
+    """The orbitals to solve ``H`` in (see the module); ``found``: ``H``'s reference determinant
+    if already found (:class:`~hamiltonians.reference_determinant.FoundReference`).
+
+    Raises:
+        ValueError: an unknown ``kind``, or ``"scf"`` where no SCF converged.
+    """
+    if kind not in ORBITALS:
+        raise ValueError(f"orbitals must be one of {', '.join(map(repr, ORBITALS))}, got {kind!r}")
+    if kind == "given":
+        return OrbitalChoice("given", "as given ([molecule] orbitals = \"given\")")
+    from hamiltonians.reference_determinant import lowest_determinant
+    from hamiltonians.references.scf import scf_in_basis
+
+    found = found if found is not None else lowest_determinant(H)
+    if kind == "auto" and not found.found_by.startswith("lowest"):
+        return OrbitalChoice("given", f"a Hartree-Fock determinant of the given orbitals ({found.found_by})")
+    guesses = {"aufbau": H.aufbau_occupation().to(torch.uint8).cpu(), "reference determinant": found.occupation}
+    scf = scf_in_basis(H, guesses)
+    if scf.mf is None:
+        if kind == "scf":
+            raise ValueError("orbitals = 'scf': no SCF converged in the given orbitals")
+        return OrbitalChoice("given", "no Hartree-Fock determinant among them, and no SCF converged in them")
+    occupied = np.asarray(scf.mf.mo_occ, dtype=float)
+    order = np.lexsort((np.asarray(scf.mf.mo_energy), -occupied))   # doubly, singly occupied, empty; by energy
+    rotation = np.asarray(scf.mf.mo_coeff)[:, order]
+    if kind == "scf":
+        return OrbitalChoice("scf", f"SCF canonical orbitals ({scf.energy:.8f} Ha)", rotation, scf.energy)
+    given, rotated = probe_energy(H), probe_energy(rotate_orbitals(H, rotation))
+    probes = {"given": given, "scf": rotated}
+    if not rotated < given:
+        return OrbitalChoice("given", f"no Hartree-Fock determinant among them, but {PROBE_SIZE} CIPSI determinants "
+                             f"reach lower in them than in their SCF's orbitals ({given:.8f} <= {rotated:.8f} Ha)",
+                             None, scf.energy, probes)
+    reason = (f"no Hartree-Fock determinant among the given orbitals, and {PROBE_SIZE} CIPSI determinants reach "
+              f"lower in their SCF's canonical orbitals ({rotated:.8f} < {given:.8f} Ha; SCF {scf.energy:.8f} Ha)")
+    return OrbitalChoice("scf", reason, rotation, scf.energy, probes)
+
+
+def probe_energy(H: MolecularHamiltonian, size: int | None = None) -> float:
+    """``E_var`` of CIPSI grown from the reference determinant to ``size`` (:data:`PROBE_SIZE`)
+    determinants: how compact the ground state is in ``H``'s orbitals."""
+    from hamiltonians.sci.solver import SelectedCI
+
+    solver = SelectedCI(start="hf", max_size=size or PROBE_SIZE, pt2="none", extrapolation=())
+    e_var, _ = solver.kernel(H)
+    return float(e_var)
