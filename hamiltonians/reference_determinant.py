@@ -101,46 +101,46 @@ def _energies(H: Hamiltonian, occ: torch.Tensor) -> np.ndarray:
     return H.diagonal(occ.to(H.device)).detach().cpu().double().numpy()
 
 
-def _moves(occ: torch.Tensor, *, both_spins: bool, pairs_only: bool = False) -> torch.Tensor:
-    """The determinants one move away from ``occ`` ``[2N]``, uint8 ``[M, 2N]``: one electron or a
-    pair moved (``pairs_only``: a pair only), or (``both_spins``) one alpha and one beta electron
-    moved at once."""
+def _singles(occ: torch.Tensor, spin: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(i, a)`` ``[M]``: every move of one electron of ``spin`` from orbital ``i`` to empty ``a``."""
+    filled, empty = torch.nonzero(occ[spin::2]).flatten(), torch.nonzero(occ[spin::2] == 0).flatten()
+    i, a = torch.meshgrid(filled, empty, indexing="ij")
+    return i.flatten(), a.flatten()
+
+
+def _moved(occ: torch.Tensor, changes: list[tuple[torch.Tensor, int]]) -> torch.Tensor:
+    """``occ`` repeated once per move, each row with ``changes``' spin orbitals ``[M]`` set to its value."""
+    moved = occ.repeat(changes[0][0].numel(), 1)
+    rows = torch.arange(moved.shape[0])
+    for where, value in changes:
+        moved[rows, where] = value
+    return moved
+
+
+def _moves(occ: torch.Tensor, kind: str) -> torch.Tensor:
+    """The determinants one move away from ``occ`` ``[2N]``, uint8 ``[M, 2N]``. ``kind``:
+    ``"pairs"`` (a doubly occupied orbital's pair to an empty orbital), ``"cheap"`` (those and one
+    electron to an empty spin orbital of its spin) or ``"both spins"`` (one alpha and one beta
+    electron at once)."""
     n = occ.shape[0] // 2
     out = []
-    singles = {}
-    for s in ((0, 1) if not pairs_only else ()):
-        spin = occ[s::2]
-        filled, empty = torch.nonzero(spin).flatten(), torch.nonzero(spin == 0).flatten()
-        if filled.numel() and empty.numel():
-            i, a = torch.meshgrid(filled, empty, indexing="ij")
-            moved = occ.repeat(i.numel(), 1)
-            rows = torch.arange(i.numel())
-            moved[rows, 2 * i.flatten() + s] = 0
-            moved[rows, 2 * a.flatten() + s] = 1
-            singles[s] = (i.flatten(), a.flatten())
-            out.append(moved)
-    pairs = occ.view(n, 2)
-    double, vacant = torch.nonzero(pairs.sum(1) == 2).flatten(), torch.nonzero(pairs.sum(1) == 0).flatten()
-    if double.numel() and vacant.numel():
-        i, a = torch.meshgrid(double, vacant, indexing="ij")
-        moved = occ.repeat(i.numel(), 1).view(-1, n, 2)
-        rows = torch.arange(i.numel())
-        moved[rows, i.flatten()] = 0
-        moved[rows, a.flatten()] = 1
-        out.append(moved.view(-1, 2 * n))
-    if both_spins:
-        out = []
-    if both_spins and 0 in singles and 1 in singles:
-        (ia, aa), (ib, ab) = singles[0], singles[1]
-        ka, kb = torch.meshgrid(torch.arange(ia.numel()), torch.arange(ib.numel()), indexing="ij")
-        ka, kb = ka.flatten(), kb.flatten()
-        moved = occ.repeat(ka.numel(), 1)
-        rows = torch.arange(ka.numel())
-        moved[rows, 2 * ia[ka]] = 0
-        moved[rows, 2 * aa[ka]] = 1
-        moved[rows, 2 * ib[kb] + 1] = 0
-        moved[rows, 2 * ab[kb] + 1] = 1
-        out.append(moved)
+    if kind == "both spins":
+        (ia, aa), (ib, ab) = _singles(occ, 0), _singles(occ, 1)
+        ka, kb = (k.flatten() for k in torch.meshgrid(torch.arange(ia.numel()), torch.arange(ib.numel()),
+                                                      indexing="ij"))
+        if ka.numel():
+            out.append(_moved(occ, [(2 * ia[ka], 0), (2 * aa[ka], 1), (2 * ib[kb] + 1, 0), (2 * ab[kb] + 1, 1)]))
+        return torch.cat(out) if out else occ[None][:0]
+    if kind == "cheap":
+        for s in (0, 1):
+            i, a = _singles(occ, s)
+            if i.numel():
+                out.append(_moved(occ, [(2 * i + s, 0), (2 * a + s, 1)]))
+    pairs = occ.view(n, 2).sum(1)
+    i, a = (k.flatten() for k in torch.meshgrid(torch.nonzero(pairs == 2).flatten(), torch.nonzero(pairs == 0).flatten(),
+                                                indexing="ij"))
+    if i.numel():
+        out.append(_moved(occ, [(2 * i, 0), (2 * i + 1, 0), (2 * a, 1), (2 * a + 1, 1)]))
     return torch.cat(out) if out else occ[None][:0]
 
 
@@ -153,8 +153,8 @@ def descend(H: Hamiltonian, occ: torch.Tensor, *, restricted: bool = False,
     energy = float(_energies(H, occ[None])[0])
     made = 0
     while made < max_moves:
-        for both_spins in ((False,) if restricted else (False, True)):   # both spins at once where stuck
-            moved = _moves(occ, both_spins=both_spins, pairs_only=restricted)
+        for kind in (("pairs",) if restricted else ("cheap", "both spins")):   # both spins at once where stuck
+            moved = _moves(occ, kind)
             energies = _energies(H, moved) if moved.shape[0] else np.zeros(0)
             best = int(np.argmin(energies)) if energies.size else -1
             if best >= 0 and energies[best] < energy - TIE:

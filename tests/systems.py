@@ -32,13 +32,6 @@ def random_determinants(n, n_alpha, n_beta, count, seed=0):
 def localised_chain(n_atoms, spacing_bohr, basis="sto-3g"):
     """A linear hydrogen chain (``n_atoms`` even, ``spacing_bohr`` apart) with its integrals in
     Lowdin-orthogonalised atomic orbitals (localised, one per atom in STO-3G), float64."""
-    import numpy as np
-    from pyscf import ao2mo, gto, lo
+    from hamiltonians.io.pyscf_io import lowdin_hamiltonian
 
-    mol = gto.M(atom=[("H", (0.0, 0.0, i * spacing_bohr)) for i in range(n_atoms)], basis=basis, unit="Bohr")
-    c = lo.orth_ao(mol, "lowdin")
-    n = c.shape[1]
-    h1 = c.T @ mol.intor("int1e_kin") @ c + c.T @ mol.intor("int1e_nuc") @ c
-    eri = ao2mo.restore(1, ao2mo.kernel(mol, c), n)
-    return MolecularHamiltonian(n, n_atoms // 2, n_atoms // 2, float(mol.energy_nuc()), torch.from_numpy(np.ascontiguousarray(h1)),
-                                torch.from_numpy(np.ascontiguousarray(eri)))
+    return lowdin_hamiltonian([("H", (0.0, 0.0, i * spacing_bohr)) for i in range(n_atoms)], basis, unit="Bohr")

@@ -15,7 +15,6 @@ PACKAGES = ("nnqs", "samplers", "hamiltonians", "experiments")
 TESTED_IN = {
     "hamiltonians/excitations.py": ["hamiltonians/test_kernel.py", "hamiltonians/test_compiled_kernel.py"],
     "hamiltonians/io/openfermion_io.py": ["hamiltonians/io/test_openfermion.py"],
-    "hamiltonians/io/pyscf_io.py": ["hamiltonians/test_molecular.py", "hamiltonians/references/test_energies.py"],
     "hamiltonians/rdm_matrices.py": ["hamiltonians/test_rdm.py"],
     "hamiltonians/references/rdms.py": ["hamiltonians/test_rdm.py"],
     "hamiltonians/slater_condon_reference.py": ["hamiltonians/test_kernel.py"],

@@ -6,7 +6,7 @@ its canonical RHF orbitals (PySCF), the same orbitals shuffled (``--seed``), and
 orthogonalised atomic orbitals (localised, one per atom in STO-3G: no determinant of them is
 Hartree-Fock's). Each is run once as ``nnqs run --fcidump FILE`` runs it (``--config`` adds
 settings to the defaults), in this process, in ``WORKDIR/NAME`` (a folder with a ``result.json``
-is reused). FCI of the chain (PySCF) is the reference.
+is reused). FCI of the chain (PySCF, through the project's reference cache) is the reference.
 
 Per basis: the reference determinant the run chose and how, its ``<D|H|D>`` against the
 lowest-index determinant's, the network's own energy, the subspace energy and E + PT2 against
@@ -29,12 +29,13 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from experiments.common import save_results  # noqa: E402
-from hamiltonians import MolecularHamiltonian, from_pyscf, write_fcidump  # noqa: E402
+from hamiltonians import from_pyscf, write_fcidump  # noqa: E402
+from hamiltonians.io.pyscf_io import lowdin_hamiltonian  # noqa: E402
 from hamiltonians.molecular import permute_orbitals  # noqa: E402
+from hamiltonians.references.energies import reference_energies  # noqa: E402
 
 log = logging.getLogger("localised_orbitals")
 BOHR = 0.529177210903   # Angstrom
@@ -42,28 +43,6 @@ BOHR = 0.529177210903   # Angstrom
 
 def chain_geometry(atoms: int, spacing: float) -> str:
     return "; ".join(f"H 0 0 {spacing * i * BOHR:.10f}" for i in range(atoms))
-
-
-def lowdin_hamiltonian(geometry: str, basis: str) -> MolecularHamiltonian:
-    """The molecule's integrals in its Lowdin-orthogonalised atomic orbitals (float64)."""
-    from pyscf import ao2mo, gto, lo
-
-    mol = gto.M(atom=geometry, basis=basis, verbose=0)
-    c = lo.orth_ao(mol, "lowdin")
-    n = c.shape[1]
-    h1 = c.T @ (mol.intor("int1e_kin") + mol.intor("int1e_nuc")) @ c
-    eri = ao2mo.restore(1, ao2mo.kernel(mol, c), n)
-    na, nb = (mol.nelectron + mol.spin) // 2, (mol.nelectron - mol.spin) // 2
-    return MolecularHamiltonian(n, na, nb, float(mol.energy_nuc()), torch.from_numpy(np.ascontiguousarray(h1)),
-                                torch.from_numpy(np.ascontiguousarray(eri)), source={"orbitals": "lowdin"})
-
-
-def fci_energy(geometry: str, basis: str) -> float:
-    from pyscf import fci, gto, scf
-
-    mol = gto.M(atom=geometry, basis=basis, verbose=0)
-    mf = scf.RHF(mol).run()
-    return float(fci.FCI(mf).kernel()[0])
 
 
 def seconds_to_within(folder: Path, result: dict, reference: float, target_mha: float) -> float | None:
@@ -114,7 +93,7 @@ def main(argv=None) -> dict:
     perm = torch.randperm(canonical.n_orbitals, generator=torch.Generator().manual_seed(args.seed)).tolist()
     bases = {"canonical": canonical, "shuffled": permute_orbitals(canonical, perm),
              "lowdin": lowdin_hamiltonian(geometry, args.basis)}
-    fci = fci_energy(geometry, args.basis)
+    fci = float(reference_energies(canonical, ("fci",))["fci"])   # cached (hamiltonians.references)
     rows = []
     for name, H in bases.items():
         path = work / f"{name}.fcidump"

@@ -174,8 +174,8 @@ def compare(folder: Path, density: Density | None) -> dict:
                         "measured_own": None if entry is None else int(peak) - int(entry),
                         "planned_own": plan.parts.get(name), "ratio": None if planned is None else planned / peak}
     ratio = plan.peak / measured["peak"]
-    held = [int(e) - int(measured["baseline"]) - (plan.base - RUNTIME_BYTES - int(measured["baseline"]))
-            for e in entries.values()]   # what the run held at a phase's opening beyond the plan's fixed part
+    fixed = plan.base - RUNTIME_BYTES   # the process at the plan and the plan's fixed part
+    held = [int(e) - fixed for e in entries.values()]   # what the run held at a phase's opening beyond it
     return {"example": folder.name, "spin_orbitals": 2 * H.n_orbitals, "sizes": vars(sizes),
             "n_connections": density.n_connections, "baseline": measured["baseline"], "phases": phases,
             "held_between_phases": {"median": float(np.median(held)), "max": max(held)} if held else None,

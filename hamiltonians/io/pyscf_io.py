@@ -20,7 +20,7 @@ import torch
 
 from hamiltonians.molecular import MolecularHamiltonian
 
-__all__ = ["from_pyscf", "build_molecule", "run_scf", "integrals_from_scf", "to_pyscf_ci", "from_pyscf_ci",
+__all__ = ["from_pyscf", "lowdin_hamiltonian", "build_molecule", "run_scf", "integrals_from_scf", "to_pyscf_ci", "from_pyscf_ci",
            "dipole_operator"]
 
 logger = logging.getLogger(__name__)
@@ -186,6 +186,26 @@ def from_pyscf(
         nact, na, nb, constant, torch.from_numpy(np.ascontiguousarray(h1)),
         torch.from_numpy(np.ascontiguousarray(eri)), source=source,
     )
+
+
+def lowdin_hamiltonian(geometry, basis: str, *, charge: int = 0, spin: int = 0,
+                       unit: str = "Angstrom") -> MolecularHamiltonian:
+    """The molecule's Hamiltonian in its Lowdin-orthogonalised atomic orbitals (localised, one per
+    basis function; no SCF, so no determinant of them is Hartree-Fock's), float64, CPU; all
+    electrons, every orbital."""
+    from pyscf import ao2mo, lo
+
+    mol = build_molecule(geometry, basis, charge=charge, spin=spin, unit=unit)
+    c = lo.orth_ao(mol, "lowdin")
+    n = c.shape[1]
+    h1 = c.T @ (mol.intor("int1e_kin") + mol.intor("int1e_nuc")) @ c
+    eri = ao2mo.restore(1, ao2mo.kernel(mol, c), n)
+    na, nb = (mol.nelectron + mol.spin) // 2, (mol.nelectron - mol.spin) // 2
+    source = {"kind": "pyscf", "orbitals": "lowdin", "basis": basis, "charge": int(charge), "spin": int(spin),
+              "unit": unit, "geometry": geometry if isinstance(geometry, str) else
+              [[a, list(map(float, x))] for a, x in geometry]}
+    return MolecularHamiltonian(n, na, nb, float(mol.energy_nuc()), torch.from_numpy(np.ascontiguousarray(h1)),
+                                torch.from_numpy(np.ascontiguousarray(eri)), source=source)
 
 
 def dipole_operator(geometry, basis: str, *, charge: int = 0, spin: int = 0, frozen_core: int = 0,

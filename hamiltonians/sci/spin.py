@@ -23,6 +23,7 @@ import scipy.sparse
 import torch
 
 from hamiltonians.determinants import lookup_keys, pack_occupations, unique_keys
+from hamiltonians.protocol import Hamiltonian
 
 __all__ = ["spin_square_matrix", "spin_square_of", "spin_complete"]
 
@@ -79,10 +80,12 @@ def spin_square_of(dets, coefficients) -> float:
     return float(c @ (spin_square_matrix(dets) @ c))
 
 
-def spin_complete(dets) -> torch.Tensor:
-    """``dets`` (uint8 ``[D, 2N]``, one sector) followed by every missing arrangement of their
-    open-shell spins (see the module), unique, uint8 ``[D', 2N]``; ``dets``'s rows first."""
+def spin_complete(H: Hamiltonian, dets) -> torch.Tensor:
+    """``dets`` (unique uint8 ``[D, 2N]``, one sector of ``H``) followed by every missing arrangement
+    of their open-shell spins (see the module), unique, uint8 ``[D', 2N]``; ``dets``'s rows first."""
     import itertools
+
+    from hamiltonians.sci.state import unique_determinants
 
     dets = torch.as_tensor(dets).to(torch.uint8).cpu()
     if dets.shape[0] == 0:
@@ -114,8 +117,4 @@ def spin_complete(dets) -> torch.Tensor:
         made = torch.zeros(p * c, 2 * n, dtype=torch.uint8)
         made[:, 0::2], made[:, 1::2] = new_alpha, new_beta
         out.append(made)
-    every = torch.cat(out)
-    _, inverse = unique_keys(pack_occupations(every))
-    first = torch.full((int(inverse.max()) + 1,), every.shape[0], dtype=torch.int64)
-    first.scatter_reduce_(0, inverse, torch.arange(every.shape[0]), reduce="amin")
-    return every[torch.sort(first).values]
+    return unique_determinants(H, torch.cat(out))[0]

@@ -64,7 +64,7 @@ def choose_orbitals(H: MolecularHamiltonian, kind: str = "auto", found=None) -> 
     rotation = np.asarray(scf.mf.mo_coeff)[:, order]
     if kind == "scf":
         return OrbitalChoice("scf", f"SCF canonical orbitals ({scf.energy:.8f} Ha)", rotation, scf.energy)
-    given, rotated = probe_energy(H), probe_energy(rotate_orbitals(H, rotation))
+    given, rotated = probe_energy(H, found.occupation), probe_energy(rotate_orbitals(H, rotation))
     probes = {"given": given, "scf": rotated}
     if not rotated < given:
         return OrbitalChoice("given", f"no Hartree-Fock determinant among them, but {PROBE_SIZE} CIPSI determinants "
@@ -75,11 +75,13 @@ def choose_orbitals(H: MolecularHamiltonian, kind: str = "auto", found=None) -> 
     return OrbitalChoice("scf", reason, rotation, scf.energy, probes)
 
 
-def probe_energy(H: MolecularHamiltonian, size: int | None = None) -> float:
-    """``E_var`` of CIPSI grown from the reference determinant to ``size`` (:data:`PROBE_SIZE`)
+def probe_energy(H: MolecularHamiltonian, reference: torch.Tensor | None = None, size: int | None = None) -> float:
+    """``E_var`` of CIPSI grown from ``reference`` (default: the one found,
+    :func:`~hamiltonians.reference_determinant.lowest_determinant`) to ``size`` (:data:`PROBE_SIZE`)
     determinants: how compact the ground state is in ``H``'s orbitals."""
     from hamiltonians.sci.solver import SelectedCI
 
-    solver = SelectedCI(start="hf", max_size=size or PROBE_SIZE, pt2="none", extrapolation=())
+    solver = SelectedCI(start="hf", max_size=size or PROBE_SIZE, pt2="none", extrapolation=(),
+                        reference="auto" if reference is None else reference)
     e_var, _ = solver.kernel(H)
     return float(e_var)

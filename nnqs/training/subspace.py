@@ -132,10 +132,10 @@ class SubspaceDriver(Driver):
         if cfg.spin_complete:
             from hamiltonians.sci.spin import spin_complete
 
-            partners = spin_complete(merged)[merged.shape[0]:]
-            merged, n_partners = merge(H, merged, partners)
-            self.origins.add(partners, "connection")
-            n_ext += n_partners
+            completed = spin_complete(H, merged)   # the merged rows first, then their partners
+            self.origins.add(completed[merged.shape[0]:], "connection")
+            n_ext += completed.shape[0] - merged.shape[0]
+            merged = completed
         with phase("loop.diagonalise"):
             pool = diagonalise(H, merged, v0=_start_vector(old.coefficients, n_new + n_ext))
             self.pool = truncate(H, pool, cfg.pool)

@@ -5,21 +5,9 @@ import json
 import pytest
 
 from experiments.studies import localised_orbitals
-from hamiltonians import from_pyscf
-from hamiltonians.exact import ground_state_energy
 from tests.nnqs.app.helpers import toml_text
 
 pytest.importorskip("pyscf")
-
-
-def test_the_lowdin_basis_is_the_same_molecule_with_no_hartree_fock_determinant():
-    """H4's Lowdin integrals have the canonical ones' FCI energy (one molecule, another basis), and
-    their lowest-index determinant lies far above the canonical HF energy."""
-    geometry = localised_orbitals.chain_geometry(4, 1.8)
-    canonical, lowdin = from_pyscf(geometry, "sto-3g"), localised_orbitals.lowdin_hamiltonian(geometry, "sto-3g")
-    assert abs(ground_state_energy(lowdin) - ground_state_energy(canonical)) < 1e-9
-    assert abs(localised_orbitals.fci_energy(geometry, "sto-3g") - ground_state_energy(canonical)) < 1e-9
-    assert lowdin.hf_energy() > canonical.hf_energy() + 0.1
 
 
 @pytest.mark.study

@@ -60,10 +60,11 @@ def test_spin_completion_adds_every_arrangement_of_the_open_shells(n, n_alpha, n
     pattern = lambda d: (tuple((d[0::2] & d[1::2]).tolist()), tuple((d[0::2] ^ d[1::2]).tolist()))   # noqa: E731
     wanted = {pattern(d) for d in given}
     expected = {tuple(d.tolist()) for d in sector if pattern(d) in wanted}
-    done = spin_complete(given)
+    H = random_hamiltonian(n, n_alpha, n_beta, seed=1)
+    done = spin_complete(H, given)
     assert torch.equal(done[: given.shape[0]], given)
     assert {tuple(d.tolist()) for d in done} == expected and len(expected) == done.shape[0]
-    state = diagonalise(random_hamiltonian(n, n_alpha, n_beta, seed=1), done)
+    state = diagonalise(H, done)
     s2 = spin_square_of(done, state.coefficients)
     s = np.roots([1, 1, -s2]).max()   # s(s+1) = <S^2>
     assert abs(2 * s - round(2 * s)) < 1e-6

@@ -125,7 +125,7 @@ def test_a_spin_complete_loop_keeps_its_pools_spin_eigenstates():
     loop = SubspaceDriver(H, state(), config, cisd(H))
     loop.run(2)
     dets = loop.pool.dets
-    assert spin_complete(dets).shape[0] == dets.shape[0]   # nothing missing
+    assert spin_complete(H, dets).shape[0] == dets.shape[0]   # nothing missing
     s2 = spin_square_of(dets, loop.pool.coefficients)
     s = (np.sqrt(1 + 4 * s2) - 1) / 2
     assert abs(2 * s - round(2 * s)) < 1e-6
