@@ -1,6 +1,7 @@
 """Molecular Hamiltonians from PySCF: SCF, MO integrals, frozen core / active space.
 
-RHF for closed shells, ROHF for open shells (``spin = n_alpha - n_beta != 0``). MO integrals
+RHF for closed shells, ROHF for open shells (``spin = n_alpha - n_beta != 0``), internally stable
+(a solution PySCF's stability analysis finds unstable is re-run from its rotated orbitals). MO integrals
 come from ``pyscf.ao2mo``. With ``ncore`` doubly occupied inactive orbitals (frozen core) and an
 active window ``A`` the CASCI effective Hamiltonian is
 
@@ -20,7 +21,7 @@ import torch
 
 from hamiltonians.molecular import MolecularHamiltonian
 
-__all__ = ["from_pyscf", "lowdin_hamiltonian", "build_molecule", "run_scf", "integrals_from_scf", "to_pyscf_ci", "from_pyscf_ci",
+__all__ = ["from_pyscf", "lowdin_hamiltonian", "build_molecule", "run_scf", "follow_instabilities", "integrals_from_scf", "to_pyscf_ci", "from_pyscf_ci",
            "dipole_operator"]
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,10 @@ def _warn_close_atoms(atoms, unit: str) -> None:
                 logger.warning("atoms %d (%s) and %d (%s) are %.3f A apart (less than %.1f A): is the geometry "
                                "in the unit you meant?", j + 1, atoms[j][0], i + 1, atoms[i][0], d,
                                MIN_ATOM_DISTANCE_ANGSTROM)
+
+
+#: Re-runs from an internally unstable SCF solution, at most.
+MAX_STABILITY_ROUNDS = 3
 
 
 def build_molecule(geometry, basis: str, *, charge: int = 0, spin: int = 0, unit: str = "Angstrom"):
@@ -75,7 +80,8 @@ def build_molecule(geometry, basis: str, *, charge: int = 0, spin: int = 0, unit
 
 
 def run_scf(mol, *, conv_tol: float = 1e-11):
-    """Converged RHF (closed shell) or ROHF (open shell) object for ``mol``."""
+    """Converged RHF (closed shell) or ROHF (open shell) object for ``mol``, internally stable
+    (:func:`follow_instabilities`)."""
     from pyscf import scf
 
     mf = scf.RHF(mol) if mol.spin == 0 else scf.ROHF(mol)
@@ -87,7 +93,28 @@ def run_scf(mol, *, conv_tol: float = 1e-11):
         mf.kernel()
     if not mf.converged:
         raise RuntimeError("SCF did not converge")
+    first = float(mf.e_tot)
+    mf, rounds = follow_instabilities(mf)
+    if rounds:
+        logger.info("SCF was internally unstable: followed %d time(s), %.10f -> %.10f Ha", rounds, first, mf.e_tot)
+    if not mf.converged:
+        raise RuntimeError("SCF did not converge after following an internal instability")
     return mf
+
+
+def follow_instabilities(mf, max_rounds: int = MAX_STABILITY_ROUNDS):
+    """``(mf, rounds)``: a converged PySCF SCF object re-run from its rotated orbitals while
+    ``mf.stability()`` finds an internal instability (a lower solution of the same kind: for
+    stretched bonds PySCF's default guess often converges to an excited RHF), at most
+    ``max_rounds`` times; ``rounds`` is how many re-runs were made."""
+    for rounds in range(max_rounds):
+        mo, *_ = mf.stability()
+        if np.allclose(mo, mf.mo_coeff):
+            return mf, rounds
+        mf.kernel(mf.make_rdm1(mo, mf.mo_occ))
+        if not mf.converged:
+            return mf, rounds + 1
+    return mf, max_rounds
 
 
 def _resolve_window(n_mo, n_elec, spin, frozen_core, active_space):

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from hamiltonians.io.pyscf_io import follow_instabilities
 from hamiltonians.protocol import Hamiltonian
 
 __all__ = ["SCFResult", "scf_in_basis"]
@@ -34,8 +35,6 @@ log = logging.getLogger(__name__)
 
 #: SCF energy convergence (Hartree) and cycles per attempt.
 CONV_TOL, MAX_CYCLE = 1e-10, 200
-#: Stability re-runs at most.
-MAX_STABILITY_ROUNDS = 3
 
 
 @dataclass
@@ -108,18 +107,6 @@ def _converge(H: Hamiltonian, kind: str, dm0: np.ndarray):
     return None, method
 
 
-def _stable(mf, kind: str) -> tuple[Any, int]:
-    """``mf`` re-run from its rotated orbitals while PySCF finds it internally unstable."""
-    for rounds in range(MAX_STABILITY_ROUNDS):
-        mo, *_ = mf.stability()   # internal stability: a lower solution of the same kind
-        if np.allclose(mo, mf.mo_coeff):
-            return mf, rounds
-        mf.kernel(mf.make_rdm1(mo, mf.mo_occ))
-        if not mf.converged:
-            return mf, rounds + 1
-    return mf, MAX_STABILITY_ROUNDS
-
-
 def scf_in_basis(H: Hamiltonian, guesses: dict[str, torch.Tensor]) -> SCFResult:
     """Restricted (RHF/ROHF) and UHF solutions of ``H`` in its own orbitals from ``guesses``
     (``{name: occupation [2N]}``), each converged as the module says; see :class:`SCFResult`."""
@@ -131,7 +118,7 @@ def scf_in_basis(H: Hamiltonian, guesses: dict[str, torch.Tensor]) -> SCFResult:
             record: dict = {"guess": name, "kind": kind, "method": method, "converged": mf is not None,
                             "energy": None, "stability_rounds": 0}
             if mf is not None:
-                mf, record["stability_rounds"] = _stable(mf, kind)
+                mf, record["stability_rounds"] = follow_instabilities(mf)
                 record["converged"], record["energy"] = bool(mf.converged), float(mf.e_tot)
             result.attempts.append(record)
             if not record["converged"]:

@@ -7,13 +7,21 @@ Rules (docs/design.md §5):
   (:meth:`MolecularHamiltonian.screened_connections`, whose batch is ``S``, so ``batch_pos >= 0``
   marks ``a`` in ``S``) and :class:`hamiltonians.sci.key_sums.KeySums`; contributions to each
   ``a`` are summed over all parents before anything is squared or ranked. With ``n_buckets > 1``
-  each pass keeps only the ``a`` whose key hash falls in one bucket, which bounds memory.
+  each pass keeps only the ``a`` whose key hash falls in a range of buckets, which bounds memory.
+* :func:`extend_by_connection` holds at most ``max_bytes`` of sums: where the connections could
+  exceed it (:func:`connections_per_parent` times ``D``, every connection distinct), a first pass
+  over one of :data:`PROBE_BUCKETS` hash buckets counts that bucket's distinct ``a`` (a uniform
+  sample of them), and the other buckets follow in as few passes as fit ``max_bytes``, each
+  table sized from the count; the ranking is global (each ``a`` lies in one bucket).
 * Two rankings use it: :func:`extend_by_connection` by ``|<a|H|psi_S>|`` (the subspace loop's
   and the roots' growth) and :func:`pt2_selection` by ``N_a^2 / (D_a - E)`` (CIPSI); EN-PT2
   (:mod:`hamiltonians.sci.pt2`) sums the same quantities.
 """
 
 from __future__ import annotations
+
+import logging
+import math
 
 import numpy as np
 import torch
@@ -24,11 +32,29 @@ from hamiltonians.release import release_freed_memory
 from hamiltonians.sci.key_sums import KeySums, diagonal_of_keys
 from hamiltonians.sci.state import SCIState, require_unique
 
-__all__ = ["outside_sums", "extend_by_connection", "pt2_selection", "largest_pt2"]
+log = logging.getLogger(__name__)
+
+__all__ = ["outside_sums", "extend_by_connection", "pt2_selection", "largest_pt2", "connections_per_parent",
+           "EXTEND_MAX_BYTES"]
+
+#: Default memory for the extension's sums in one pass (bytes).
+EXTEND_MAX_BYTES = 512 << 20
+#: Hash buckets of the extension's first pass when its sums might not fit (one is summed, to count).
+PROBE_BUCKETS = 64
+#: Headroom on a bucket range's counted distinct ``a`` when its table is sized.
+_SIZE_MARGIN = 1.1
+
+
+def connections_per_parent(H: Hamiltonian, dets, sample: int = 256) -> float:
+    """Mean nonzero singles and doubles of the first ``sample`` rows of ``dets`` (an upper bound
+    per parent on the distinct ``a`` the set reaches: every connection distinct)."""
+    rows = dets[: min(sample, dets.shape[0])]
+    return sum(p[4] for p in H.screened_connections(rows, threshold=math.inf)) / max(1, rows.shape[0])
 
 
 def outside_sums(H: Hamiltonian, dets, weights, *, parents=None, powers=(1,), into: KeySums | None = None, insert: bool = True,
-                 n_buckets: int = 1, bucket: int = 0, chunk: int | None = None) -> KeySums:
+                 n_buckets: int = 1, bucket: int = 0, bucket_end: int | None = None, capacity: int = 1 << 16,
+                 chunk: int | None = None) -> KeySums:
     """Sums over parents of ``weights[i, k] * <a|H|x_i>**powers[k]`` for every ``a`` outside ``S``.
 
     Args:
@@ -38,7 +64,9 @@ def outside_sums(H: Hamiltonian, dets, weights, *, parents=None, powers=(1,), in
         powers: ``K`` exponents (1 or 2) of the matrix element per column.
         into: add to this :class:`KeySums` (default a new one); ``insert=False`` only updates
             the ``a`` it already holds.
-        n_buckets, bucket: keep only the ``a`` of this hash bucket (a new table's partition).
+        n_buckets, bucket, bucket_end: keep only the ``a`` of hash buckets ``[bucket, bucket_end)``
+            (default ``bucket`` alone; a new table's partition).
+        capacity: a new table's distinct ``a`` before it first grows.
     Returns:
         the :class:`KeySums`; ``result()`` gives the keys ``[U, W]`` of the ``a`` and their sums ``[U, K]``.
     """
@@ -55,7 +83,8 @@ def outside_sums(H: Hamiltonian, dets, weights, *, parents=None, powers=(1,), in
         expand = occ.shape[0]
     if weights.shape[0] != expand:
         raise ValueError(f"{weights.shape[0]} weight rows for {expand} parents")
-    sums = KeySums(len(powers), n_words(H.n_spin_orbitals), n_buckets=n_buckets, bucket=bucket) if into is None else into
+    sums = KeySums(len(powers), n_words(H.n_spin_orbitals), n_buckets=n_buckets, bucket=bucket, bucket_end=bucket_end,
+                   capacity=capacity) if into is None else into
     if expand == 0:
         return sums
     squared = powers == 2
@@ -69,18 +98,48 @@ def outside_sums(H: Hamiltonian, dets, weights, *, parents=None, powers=(1,), in
     return sums
 
 
-def extend_by_connection(H: Hamiltonian, dets, coefficients, n_new: int, *, chunk: int | None = None) -> torch.Tensor:
+def extend_by_connection(H: Hamiltonian, dets, coefficients, n_new: int, *, chunk: int | None = None,
+                         max_bytes: int = EXTEND_MAX_BYTES) -> torch.Tensor:
     """The ``n_new`` determinants outside ``S`` with the largest ``|<a|H|psi_S>|``,
     ``psi_S = sum_i c_i |x_i>`` over every ``x_i`` of ``dets`` (unique ``[D, 2N]``), uint8
-    ``[<= n_new, 2N]`` in decreasing order (fewer if fewer ``a`` are connected)."""
+    ``[<= n_new, 2N]`` in decreasing order (fewer if fewer ``a`` are connected), holding at most
+    about ``max_bytes`` of sums at a time (hash-bucketed passes, as the module says)."""
     dets = require_unique(H, dets)
-    keys, sums = outside_sums(H, dets, torch.as_tensor(coefficients, dtype=torch.float64), chunk=chunk).result()
-    score = np.abs(sums[:, 0])
-    top = np.argsort(-score, kind="stable")[: max(0, int(n_new))]
-    chosen = unpack_keys(keys[torch.from_numpy(top)], H.n_spin_orbitals)
-    del keys, sums, score
-    release_freed_memory()
-    return chosen
+    c = torch.as_tensor(coefficients, dtype=torch.float64)
+    n_new = max(0, int(n_new))
+    bound = connections_per_parent(H, dets) * dets.shape[0]
+    if KeySums.bytes_for(int(bound), 1) <= max_bytes:
+        ranges, n_buckets = [(0, 1)], 1
+    else:
+        ranges, n_buckets = [(0, 1)], PROBE_BUCKETS
+    best_keys: list[torch.Tensor] = []
+    best_scores: list[np.ndarray] = []
+    peak, n_outside, per_bucket, i = 0, 0, 1, 0
+    while i < len(ranges):
+        lo, hi = ranges[i]
+        if i == 0:   # the one pass, or the probe: at most its share of the bound
+            capacity = int(min(1 << 16, bound / n_buckets)) + 16
+        else:
+            capacity = int(_SIZE_MARGIN * per_bucket * (hi - lo)) + 16
+        sums = outside_sums(H, dets, c, n_buckets=n_buckets, bucket=lo, bucket_end=hi, capacity=capacity, chunk=chunk)
+        keys, values = sums.result()
+        score = np.abs(values[:, 0])
+        top = np.argsort(-score, kind="stable")[:n_new]
+        best_keys.append(keys[torch.from_numpy(top)].clone())
+        best_scores.append(score[top].copy())
+        peak, n_outside = max(peak, sums.peak_bytes), n_outside + keys.shape[0]
+        if i == 0 and n_buckets > 1:   # the probe: one bucket's count sizes the others
+            per_bucket = max(1, keys.shape[0])
+            width = max(1, int(max_bytes // KeySums.bytes_for(int(_SIZE_MARGIN * per_bucket), 1)))
+            ranges += [(b, min(n_buckets, b + width)) for b in range(1, n_buckets, width)]
+        del sums, keys, values, score
+        release_freed_memory()
+        i += 1
+    keys, scores = torch.cat(best_keys), np.concatenate(best_scores)
+    top = np.argsort(-scores, kind="stable")[:n_new]
+    log.debug("extension: %d outside in %d pass(es) of %d bucket(s), peak %.1f MiB", n_outside, len(ranges),
+              n_buckets, peak / 2**20)
+    return unpack_keys(keys[torch.from_numpy(top)], H.n_spin_orbitals)
 
 
 def pt2_selection(H: Hamiltonian, state: SCIState, n_new: int, *, parents: int = 1024) -> torch.Tensor:

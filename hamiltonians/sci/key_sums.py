@@ -7,8 +7,9 @@ with the same key are summed, in a compiled loop, at a few tens of nanoseconds a
 the perturbative energies (:mod:`hamiltonians.sci.pt2`) and the subspace extension
 (:mod:`hamiltonians.sci.diagonalise`) use to sum ``<a|H|psi>`` over every parent before squaring.
 
-Buckets: with ``n_buckets > 1`` only keys whose hash falls in ``bucket`` are kept, so
-``n_buckets`` passes over the same rows partition the keys and bound the memory of one pass.
+Buckets: with ``n_buckets > 1`` only keys whose hash falls in buckets ``[bucket, bucket_end)`` are
+kept, so passes over the same rows with disjoint bucket ranges partition the keys and bound the
+memory of one pass (a bucket holds ``1 / n_buckets`` of the distinct keys, up to sampling noise).
 :func:`diagonal_of_keys` gives ``<a|H|a>`` of packed keys without unpacking them into a tensor.
 """
 
@@ -27,17 +28,19 @@ _ALL_BITS = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 @_njit
-def _add(slots, tkeys, tvals, n_used, keys, vals, start, insert, n_buckets, bucket, max_used):
-    """Sum ``vals[m]`` into the row of ``keys[m]`` (``m >= start``); a new key takes row
-    ``n_used`` when ``insert`` (else it is dropped). Stops before inserting row ``max_used``;
-    returns ``(next m, n_used)``."""
+def _add(slots, tkeys, tvals, n_used, keys, vals, start, insert, n_buckets, bucket, bucket_end, max_used):
+    """Sum ``vals[m]`` into the row of ``keys[m]`` (``m >= start``) for keys of hash buckets
+    ``[bucket, bucket_end)``; a new key takes row ``n_used`` when ``insert`` (else it is dropped).
+    Stops before inserting row ``max_used``; returns ``(next m, n_used)``."""
     mask = np.uint64(slots.shape[0] - 1)
-    nb = np.uint64(n_buckets)
+    nb, lo, hi = np.uint64(n_buckets), np.uint64(bucket), np.uint64(bucket_end)
     for m in range(start, keys.shape[0]):
         k0, k1 = keys[m, 0], keys[m, 1]
         h = _hash(k0, k1, _ALL_BITS)
-        if n_buckets > 1 and (h >> np.uint64(32)) % nb != np.uint64(bucket):
-            continue
+        if n_buckets > 1:
+            b = (h >> np.uint64(32)) % nb
+            if b < lo or b >= hi:
+                continue
         slot = h & mask
         while True:
             r = slots[slot]
@@ -75,16 +78,20 @@ class KeySums:
     Args:
         n_values: ``K``, the columns summed per key.
         n_words: ``W`` of the keys added (1 or 2).
-        n_buckets, bucket: keep only the keys of hash bucket ``bucket`` of ``n_buckets``.
+        n_buckets, bucket, bucket_end: keep only the keys of hash buckets ``[bucket, bucket_end)``
+            of ``n_buckets`` (``bucket_end`` default ``bucket + 1``).
         capacity: distinct keys held before the first growth (doubles when full).
     """
 
-    def __init__(self, n_values: int, n_words: int, *, n_buckets: int = 1, bucket: int = 0, capacity: int = 1 << 16):
+    def __init__(self, n_values: int, n_words: int, *, n_buckets: int = 1, bucket: int = 0,
+                 bucket_end: int | None = None, capacity: int = 1 << 16):
         if not 1 <= n_words <= MAX_WORDS:
             raise ValueError(f"keys of {n_words} words: at most {MAX_WORDS} ({MAX_WORDS * BITS_PER_WORD} spin orbitals)")
-        if not 0 <= bucket < n_buckets:
-            raise ValueError(f"bucket {bucket} outside [0, {n_buckets})")
-        self.n_words, self.n_values, self.n_buckets, self.bucket = n_words, n_values, n_buckets, bucket
+        bucket_end = bucket + 1 if bucket_end is None else bucket_end
+        if not 0 <= bucket < bucket_end <= n_buckets:
+            raise ValueError(f"buckets [{bucket}, {bucket_end}) outside [0, {n_buckets})")
+        self.n_words, self.n_values, self.n_buckets = n_words, n_values, n_buckets
+        self.bucket, self.bucket_end = bucket, bucket_end
         self.n_used, self.peak_bytes = 0, 0
         self._allocate(max(16, int(capacity)))
 
@@ -101,6 +108,12 @@ class KeySums:
         _rehash(self._slots, self._keys, n)
         self.peak_bytes = max(self.peak_bytes, self.nbytes + old_bytes)
 
+    @staticmethod
+    def bytes_for(capacity: int, n_values: int) -> int:
+        """Bytes a table made with ``capacity`` holds before it grows (keys, sums and slots)."""
+        capacity = max(16, int(capacity))
+        return capacity * (8 * MAX_WORDS + 8 * n_values) + 8 * (1 << int(np.ceil(np.log2(2 * capacity))))
+
     @property
     def nbytes(self) -> int:
         """Bytes held now (keys, sums and the table)."""
@@ -116,7 +129,7 @@ class KeySums:
         start = 0
         while start < keys.shape[0]:
             start, self.n_used = _add(self._slots, self._keys, self._vals, self.n_used, keys, values, start, insert,
-                                      self.n_buckets, self.bucket, self._keys.shape[0])
+                                      self.n_buckets, self.bucket, self.bucket_end, self._keys.shape[0])
             if start < keys.shape[0]:
                 self._allocate(2 * self._keys.shape[0])
 

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from hamiltonians.protocol import Hamiltonian
-from hamiltonians.sci.connections import outside_sums
+from hamiltonians.sci.connections import connections_per_parent, outside_sums
 from hamiltonians.sci.diagonalise import apply_in_space, projected_energy
 from hamiltonians.release import release_freed_memory
 from hamiltonians.sci.key_sums import diagonal_of_keys
@@ -105,10 +105,8 @@ def _state(H: Hamiltonian, dets, coefficients, energy):
 
 def _n_buckets(H: Hamiltonian, dets, n_parents: int, n_values: int, max_bytes: int) -> int:
     """Hash buckets so that one pass's distinct ``a`` fit ``max_bytes``, from the connections of
-    the first 256 parents (an upper bound on the distinct ``a``: every connection distinct)."""
-    sample = dets[: min(256, dets.shape[0])]
-    nonzero = sum(p[4] for p in H.screened_connections(sample, threshold=math.inf))
-    estimate = n_parents * nonzero / max(1, sample.shape[0]) * (_BYTES_PER_KEY + 16 * n_values)
+    the first parents (an upper bound on the distinct ``a``: every connection distinct)."""
+    estimate = n_parents * connections_per_parent(H, dets) * (_BYTES_PER_KEY + 16 * n_values)
     return max(1, math.ceil(estimate / max_bytes))
 
 

@@ -430,7 +430,8 @@ def _check_memory(config: RunConfig, model, H: Hamiltonian, *, fits: bool) -> Me
     method = "adamw" if optim.adamw_phase >= (optim.steps or 0) else optim.method or "adamw"   # the rule that runs
     plan = plan_memory(model, H, sizes=plan_sizes(config, H, fits=fits), method=method,
                        sr_top=config.optim.sr_top, cache_bytes=config.sampler.max_cache_bytes,
-                       grad_chunk=config.optim.grad_chunk, process_bytes=in_use)
+                       grad_chunk=config.optim.grad_chunk, process_bytes=in_use,
+                       extend_bytes=int(config.subspace.extend_mib * 2**20))
     available = available_memory()
     if available is not None:
         available = in_use + available // max(int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1), 1)

@@ -28,6 +28,7 @@ from hamiltonians import MolecularHamiltonian
 from nnqs.parallel.comm import LOCAL, Communicator
 from nnqs.training.callbacks import Callback, RollBack, load_optimizer_states, optimizer_states
 from nnqs.training.estimators import sample_space_energy
+from nnqs.training.memory_peaks import phase
 from nnqs.training.preconditioners import preconditioners
 from nnqs.training.settings import LocalEnergyConfig, OptimConfig, SamplerConfig
 from nnqs.training.state import VariationalState
@@ -149,13 +150,16 @@ class VMC(Driver):
             self.step += 1
             return StepRecord(self.step - 1, math.nan, math.nan, math.nan, state.n_samples, 0, lr, math.nan,
                               time.perf_counter() - start, rolled_back=True, method=method)
-        batch = state.augmented(self.H, state.step_sample(), self.last_energy)
+        with phase("vmc.sample"):
+            batch = state.augmented(self.H, state.step_sample(), self.last_energy)
         sampled = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        evaluation = state.expect(self.H, batch, *state.local_energy_cfg.at(self.step),
-                                  graph=preconditioner.needs_graph(batch.n_unique), fresh=True)
-        direction = preconditioner(state, batch, evaluation)
-        direction.apply(model)
+        with phase("vmc.local_energy"):
+            evaluation = state.expect(self.H, batch, *state.local_energy_cfg.at(self.step),
+                                      graph=preconditioner.needs_graph(batch.n_unique), fresh=True)
+        with phase("vmc.update"):
+            direction = preconditioner(state, batch, evaluation)
+            direction.apply(model)
         est = evaluation.estimate
         grad_norm = limit_norm(model.parameters(), self.optim_cfg.clip,
                                normalize=self.optim_cfg.normalize and preconditioner.optimizer == "adamw")

@@ -13,7 +13,7 @@ is the base plus the largest part:
   its rows, the phase fit's, the fidelity's pass (one chunk at a time) and the target's tokens;
 * ``loop.sample``: the KV cache's rows the draws' frontier touches (about three per unique
   sample, at most ``[sampler] cache_mib``); ``loop.extend``: the sums over every outside
-  determinant the pool connects to; ``loop.diagonalise``: ``H_S`` of the merged space and the
+  determinant the pool connects to, at most ``[subspace] extend_mib`` (bucketed passes beyond); ``loop.diagonalise``: ``H_S`` of the merged space and the
   Lanczos vectors;
 * ``vmc``: the autograd graph of ``log psi`` over the step's unique samples (or ``[optim]
   grad_chunk`` of them) plus the larger of the local energies' working set and the update's
@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass
 
 from hamiltonians.exact import MATRIX_BUILD_BYTES
 from hamiltonians.protocol import Hamiltonian
+from hamiltonians.sci.connections import EXTEND_MAX_BYTES
 
 #: Bytes of the autograd graph of ``log psi`` per configuration, per position and per unit of
 #: d_model, per layer, in float32 (its measurement: ``experiments/LOG.md``).
@@ -191,12 +192,14 @@ def _update_bytes(p: int, itemsize: int, n_unique: int, method: str, sr_top: int
 
 def plan_memory(model, H: Hamiltonian, *, n_unique: int | None = None, sizes: Sizes | None = None, method: str,
                 sr_top: int = 32, cache_bytes: int = 256 * 2**20, fit_batch: int = 0, kernel_chunk: int | None = None,
-                grad_chunk: int = 0, process_bytes: int = 0, density: Density | None = None) -> MemoryPlan:
+                grad_chunk: int = 0, process_bytes: int = 0, density: Density | None = None,
+                extend_bytes: int = EXTEND_MAX_BYTES) -> MemoryPlan:
     """The :class:`MemoryPlan` of ``model`` on ``H`` at ``sizes`` (or, for a VMC step alone,
     ``n_unique`` unique samples with a start fit over ``fit_batch`` rows) with the update rule
     ``method`` (``sr_top`` rows for ``"sr_top"``), a KV cache budget of ``cache_bytes``, gradients
     back-propagated ``grad_chunk`` samples at a time (0: all at once), the process holding
-    ``process_bytes`` now and the state's :class:`Density` (default :meth:`Density.of` ``H``)."""
+    ``process_bytes`` now, the state's :class:`Density` (default :meth:`Density.of` ``H``) and the
+    extension's budget ``extend_bytes`` (``[subspace] extend_mib``)."""
     if sizes is None:
         if n_unique is None:
             raise ValueError("plan_memory needs sizes or n_unique")
@@ -244,7 +247,7 @@ def plan_memory(model, H: Hamiltonian, *, n_unique: int | None = None, sizes: Si
         if sizes.start_space else 0,
         "start.fit": fit(sizes.start_rows, sizes.start_space),
         "loop.sample": sampling(sizes.loop_unique) if sizes.loop_pool else 0,
-        "loop.extend": sums(density.n_outside(sizes.loop_pool)) + kernel if sizes.loop_pool else 0,
+        "loop.extend": min(sums(density.n_outside(sizes.loop_pool)), extend_bytes) + kernel if sizes.loop_pool else 0,
         "loop.diagonalise": matrix(sizes.loop_space),
         "loop.fit": fit(sizes.loop_rows, sizes.loop_space) if sizes.loop_pool else 0,
         # the sampler's cache rows, once touched, stay resident through the step's local energies
@@ -295,7 +298,7 @@ ADVICE = {
     "start.target": "lower [start] sci_determinants",
     "start.fit": "lower [start] max_determinants, tail or phase_determinants",
     "loop.fit": "lower [subspace] fit_determinants or fit_tail",
-    "loop.extend": "lower [subspace] pool or cycles",
+    "loop.extend": "lower [subspace] extend_mib",
     "loop.diagonalise": "lower [subspace] pool, extend or cycles",
     "final.space": "lower [subspace] final_samples, pool or cycles",
     "final.pt2": "lower [subspace] pt2_exact_max, pt2_deterministic or pt2_draws",

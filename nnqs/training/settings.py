@@ -12,6 +12,7 @@ the rule and the default; the measurements behind the defaults are in ``experime
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -417,6 +418,8 @@ class SubspaceConfig(Presettable):
         pool: most determinants in the pool; past it the largest ``|c|`` are kept.
         extend: outside determinants added per cycle, those with the largest
             ``|<a|H|psi_pool>|`` (0: none; the pool then grows only by the network's samples).
+        extend_mib: memory for the extension's sums over the pool's outside determinants (MiB);
+            more are summed in hash-bucketed passes (:func:`hamiltonians.sci.connections.extend_by_connection`).
         spin_complete: add to each cycle's space every missing arrangement of its determinants'
             open-shell spins (:func:`hamiltonians.sci.spin.spin_complete`), so that its ground state
             can be a spin eigenstate where open shells matter (stretched bonds, localised
@@ -444,6 +447,7 @@ class SubspaceConfig(Presettable):
     n_samples: int = 100_000
     pool: int = 50_000
     extend: int = 5_000
+    extend_mib: float = 512.0
     spin_complete: bool = False
     fit_steps: int = 200
     fit_lr: float = 3e-3
@@ -463,6 +467,8 @@ class SubspaceConfig(Presettable):
             raise InputError("cycles, extend, fit_steps, phase_steps and final_samples must be >= 0")
         if self.n_samples < 1 or self.pool < 1 or self.fit_determinants < 1 or self.fit_tail < 0:
             raise InputError("n_samples, pool and fit_determinants must be >= 1 and fit_tail >= 0")
+        if not 0 < self.extend_mib < math.inf:
+            raise InputError(f"extend_mib must be a finite number > 0, got {self.extend_mib!r}")
         if self.pt2 not in ("auto", "deterministic", "semistochastic", "none"):
             raise InputError(f"pt2 must be 'auto', 'deterministic', 'semistochastic' or 'none', got {self.pt2!r}")
         if self.pt2_draws < 2 or self.pt2_batches < 2 or self.pt2_deterministic < 0 or self.pt2_exact_max < 0:

@@ -125,7 +125,8 @@ class SubspaceDriver(Driver):
             from hamiltonians.sci.connections import extend_by_connection
 
             with phase("loop.extend"):
-                extension = extend_by_connection(H, old.dets, old.coefficients, cfg.extend)
+                extension = extend_by_connection(H, old.dets, old.coefficients, cfg.extend,
+                                                 max_bytes=int(cfg.extend_mib * 2**20))
             merged, n_ext = merge(H, merged, extension)
             self.origins.add(extension, "connection")   # first: the network is credited with what growth missed
         self.origins.add(sampled, "network")

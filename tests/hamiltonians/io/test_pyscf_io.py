@@ -1,5 +1,6 @@
 """PySCF input (:mod:`hamiltonians.io.pyscf_io`): the Lowdin-orbital Hamiltonian is the same
-molecule as the canonical one, in a basis with no Hartree-Fock determinant."""
+molecule as the canonical one, in a basis with no Hartree-Fock determinant; a stretched molecule's
+orbitals are its stable RHF's, not the excited solution PySCF's default guess converges to."""
 
 import pytest
 
@@ -19,3 +20,21 @@ def test_the_lowdin_basis_is_the_same_molecule_with_no_hartree_fock_determinant(
     assert abs(ground_state_energy(lowdin) - ground_state_energy(canonical)) < 1e-9
     assert lowdin.hf_energy() > canonical.hf_energy() + 0.1
     assert lowdin.source["orbitals"] == "lowdin" and lowdin.n_orbitals == 4
+
+
+def test_a_stretched_molecule_gets_its_stable_rhf_orbitals():
+    """N2 / STO-3G at 2 A: PySCF's default RHF is internally unstable; the integrals' HF
+    determinant is the stable solution ~0.2 Ha lower, which the stability analysis keeps."""
+    from pyscf import scf
+
+    from hamiltonians.io.pyscf_io import build_molecule, run_scf
+
+    mol = build_molecule("N 0 0 0; N 0 0 2.0", "sto-3g")
+    plain = scf.RHF(mol)
+    plain.kernel()
+    H = from_pyscf("N 0 0 0; N 0 0 2.0", "sto-3g")
+    assert H.hf_energy() < plain.e_tot - 0.1
+    mf = run_scf(mol)
+    assert abs(mf.e_tot - H.hf_energy()) < 1e-8
+    mo, *_ = mf.stability()
+    assert abs(abs(mo.T @ mol.intor("int1e_ovlp") @ mf.mo_coeff) - __import__("numpy").eye(mo.shape[1])).max() < 1e-6

@@ -43,9 +43,19 @@ def test_localised_chain_rhf_is_the_molecules_and_uhf_lies_below():
 
 
 def test_an_unstable_rhf_is_followed_to_a_lower_one():
-    """N2 / STO-3G at 2 A: PySCF's default RHF (the canonical orbitals' aufbau determinant) is
-    internally unstable; the stability analysis leads to an RHF solution ~0.2 Ha lower."""
-    H = from_pyscf("N 0 0 0; N 0 0 2.0", "sto-3g")
+    """N2 / STO-3G at 2 A in the orbitals of PySCF's default RHF (internally unstable): the
+    stability analysis leads to an RHF solution ~0.2 Ha lower, the molecule's stable one."""
+    from pyscf import scf
+
+    from hamiltonians.io.pyscf_io import build_molecule, integrals_from_scf
+    from hamiltonians.molecular import MolecularHamiltonian
+
+    mf = scf.RHF(build_molecule("N 0 0 0; N 0 0 2.0", "sto-3g"))
+    mf.kernel()
+    constant, h1, eri = integrals_from_scf(mf, 0, mf.mo_coeff.shape[1])
+    H = MolecularHamiltonian(h1.shape[0], 7, 7, constant, torch.from_numpy(h1), torch.from_numpy(eri))
     result = scf_in_basis(H, {"aufbau": H.aufbau_occupation().to(torch.uint8)})
+    assert abs(H.hf_energy() - mf.e_tot) < 1e-8
     assert result.energy < H.hf_energy() - 0.1
+    assert abs(result.energy - from_pyscf("N 0 0 0; N 0 0 2.0", "sto-3g").hf_energy()) < 1e-7
     assert result.attempts[0]["stability_rounds"] >= 1

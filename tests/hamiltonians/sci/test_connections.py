@@ -36,6 +36,44 @@ def test_extend_ranking_equals_the_dense_ranking(molecules):
     assert set(rows(everything)) == set(np.flatnonzero(connected))
 
 
+def test_extension_in_bounded_passes_ranks_as_one_pass(molecules, monkeypatch):
+    """Under a byte budget far below its sums the extension probes one hash bucket, sums the
+    others in several passes whose tables stay near the budget, and ranks as the dense matrix
+    does; asked for everything, it returns exactly the connected set."""
+    import hamiltonians.sci.connections as connections
+
+    H = molecules("H2O")
+    m, full, rows = dense(H)
+    state = cisd(H)
+    psi = np.zeros(m.shape[0])
+    psi[rows(state.dets)] = state.coefficients.numpy()
+    numerator = np.abs(m @ psi)
+    numerator[rows(state.dets)] = -1
+    tables = []
+    real = connections.outside_sums
+
+    def recorded(*args, **kwargs):
+        sums = real(*args, **kwargs)
+        tables.append((kwargs["n_buckets"], kwargs["bucket"], kwargs["bucket_end"], sums.n_used, sums.peak_bytes))
+        return sums
+
+    monkeypatch.setattr(connections, "outside_sums", recorded)
+    everything = extend_by_connection(H, state.dets, state.coefficients, 10**6)
+    assert [t[:3] for t in tables] == [(1, 0, 1)]   # fits: one pass
+    budget = 40_000
+    tables.clear()
+    bounded = extend_by_connection(H, state.dets, state.coefficients, 10**6, max_bytes=budget)
+    assert tables[0][:3] == (connections.PROBE_BUCKETS, 0, 1) and len(tables) > 2
+    covered = [b for _, lo, hi, _, _ in tables for b in range(lo, hi)]
+    assert sorted(covered) == list(range(connections.PROBE_BUCKETS))   # a partition of the buckets
+    assert sum(t[3] for t in tables) == everything.shape[0]
+    assert max(t[4] for t in tables) <= 2 * budget
+    assert set(rows(bounded)) == set(rows(everything))
+    n_new = 70
+    chosen = extend_by_connection(H, state.dets, state.coefficients, n_new, max_bytes=budget)
+    np.testing.assert_allclose(numerator[rows(chosen)], np.sort(numerator)[::-1][:n_new], rtol=1e-10, atol=1e-13)
+
+
 def test_outside_sums_of_squares_and_parents(molecules):
     """Column k sums w_ik <a|H|x_i>^k over the parents only; a inside S never appears."""
     H = molecules("LiH")

@@ -30,7 +30,7 @@ BASE = {"molecule": {"name": "h2", "geometry": "H 0 0 0; H 0 0 0.7414", "basis":
 SMALL = st.integers(0, 6)
 VALID = {
     "cycles": st.integers(0, 3), "n_samples": st.integers(1, 5000), "pool": st.integers(1, 10**9), "extend": SMALL,
-    "spin_complete": st.booleans(),
+    "extend_mib": st.floats(1e-6, 1e4), "spin_complete": st.booleans(),
     "fit_steps": SMALL, "fit_lr": st.floats(1e-5, 1.0), "fit_determinants": st.integers(1, 6), "fit_tail": SMALL,
     "phase_steps": SMALL, "pt2": st.sampled_from(["auto", "deterministic", "semistochastic", "none"]),
     "pt2_exact_max": st.integers(0, 10), "pt2_deterministic": SMALL, "pt2_draws": st.integers(2, 6),

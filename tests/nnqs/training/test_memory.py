@@ -56,6 +56,10 @@ def test_the_loop_and_pt2_grow_with_their_spaces(system):
     assert deterministic.parts["final.pt2"] > 0 and stochastic.parts["final.pt2"] > 0
     huge = plan(final_space=10**7, pt2_parents=10**7)
     assert huge.parts["final.pt2"] < 3 * 2**30                       # bucketed: one pass's sums fit 2 GiB
+    big_pool = dict(loop_pool=10**6, loop_space=10**6)
+    capped = plan_memory(model, H, sizes=Sizes(n_unique=100, **big_pool), method="adamw", density=density,
+                         extend_bytes=2**20)
+    assert plan(**big_pool).parts["loop.extend"] > 100 * 2**20 > capped.parts["loop.extend"] > 2**20   # the budget
 
 
 def test_the_density_counts_the_reference_connections(system):
