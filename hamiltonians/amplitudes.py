@@ -36,17 +36,18 @@ def evaluate_in_chunks(fn, occ: torch.Tensor, psi_chunk: int = DEFAULT_PSI_CHUNK
                        parent: torch.Tensor | None = None) -> torch.Tensor:
     """``fn(occ)`` (or ``fn(occ, parent)``) over ``occ`` ``[M, 2N]`` in chunks of ``psi_chunk``
     rows, without gradients: the one chunked evaluator of amplitudes; ``[M]``."""
-    outs = []
+    out: torch.Tensor | None = None   # one buffer, written in place: nothing small outlives a chunk's activations
     with torch.no_grad():
         for s in range(0, occ.shape[0], psi_chunk):
             args = (occ[s : s + psi_chunk],) if parent is None else (occ[s : s + psi_chunk], parent[s : s + psi_chunk])
-            out = torch.as_tensor(fn(*args))
-            if out.shape != (min(psi_chunk, occ.shape[0] - s),):
-                raise ValueError(f"log_psi_fn must return shape [M], got {tuple(out.shape)}")
-            outs.append(out)
-    if not outs:
-        return torch.empty(0, dtype=torch.complex128)
-    return torch.cat(outs)
+            part = torch.as_tensor(fn(*args))
+            if part.shape != (min(psi_chunk, occ.shape[0] - s),):
+                raise ValueError(f"log_psi_fn must return shape [M], got {tuple(part.shape)}")
+            if out is None:
+                out = torch.empty(occ.shape[0], dtype=part.dtype, device=part.device)
+            out[s : s + part.shape[0]] = part
+            del part, args
+    return torch.empty(0, dtype=torch.complex128) if out is None else out
 
 
 def full_pass(log_psi_fn: Callable[[torch.Tensor], torch.Tensor],

@@ -287,7 +287,7 @@ class _Outside:
         if self.source is None:
             raise ValueError(f"{self.mode} mode needs log_psi_fn for configurations outside the batch")
         uniq, inverse = unique_keys(keys)
-        xp = unpack_keys(uniq, self.H.n_spin_orbitals, dtype=self.occ.dtype).to(self.occ.device)
+        xp = unpack_keys(uniq, self.H.n_spin_orbitals).to(self.occ.device)   # uint8: 1 byte per spin orbital
         parent = torch.empty(uniq.shape[0], dtype=torch.int64, device=rows.device)
         parent[inverse] = rows  # any row x' is connected to
         start = time.perf_counter()

@@ -15,6 +15,7 @@ from nnqs.training.estimators import (
     exact_variational_energy,
     sample_space_energy,
 )
+from nnqs.training.memory_peaks import phase
 from nnqs.training.settings import EXACT_MAX_DETERMINANTS
 
 #: The local energies are repeated in exact mode (the truncation's bias on the same samples)
@@ -70,14 +71,15 @@ def final_evaluation(driver: VMC, hf_tokens: torch.Tensor, n_samples: int | None
     model, comm = state.model, state.comm
     mode, threshold = state.local_energy_cfg.fine
     model.eval()
-    batch = state.sample(n_samples)
-    with torch.no_grad():   # counts: the unbiased estimate, whatever weights the steps used
+    with phase("evaluation.sample"):
+        batch = state.sample(n_samples)
+    with torch.no_grad(), phase("evaluation.local_energy"):   # counts: the unbiased estimate, whatever the steps used
         evaluation = state.expect(H, batch, mode, threshold, weights="counts")
     est = evaluation.estimate
     n_unique = sum(comm.sizes(batch.n_unique))
     bias = None
     if mode == "truncated" and n_unique * H.n_excitations <= BIAS_CHECK_MAX_EXCITATIONS:
-        with torch.no_grad():
+        with torch.no_grad(), phase("evaluation.bias_check"):
             exact_mode = evaluate_local_energies(model, H, batch.tokens, evaluation.log_psi, "exact",
                                                  amplitudes=state.local_energy_cfg.amplitudes, comm=comm)
         bias = 1e3 * (est.energy - estimate_energy(exact_mode.e_loc, evaluation.weights, batch.n_samples, comm).energy)
