@@ -38,7 +38,6 @@ from dataclasses import asdict, dataclass
 
 from hamiltonians.exact import MATRIX_BUILD_BYTES
 from hamiltonians.protocol import Hamiltonian
-from hamiltonians.sci.connections import EXTEND_MAX_BYTES
 
 #: Bytes of the autograd graph of ``log psi`` per configuration, per position and per unit of
 #: d_model, per layer, in float32 (its measurement: ``experiments/LOG.md``).
@@ -57,6 +56,9 @@ NO_GRAD_CHUNK = 4096
 KEY_BYTES = 96
 #: PT2's budget for one pass's sums (``hamiltonians.sci.pt2.DEFAULT_MAX_BYTES``).
 PT2_MAX_BYTES = 2 << 30
+#: The extension's default budget (``hamiltonians.sci.connections.EXTEND_MAX_BYTES``, ``[subspace] extend_mib``);
+#: a copy, so that planning loads no compiled kernel.
+EXTEND_MAX_BYTES = 512 << 20
 #: What a run holds at the opening of its phases beyond the process at the plan and the plan's
 #: fixed part (Numba's compiled code, the allocator's retained heap, the fitted state between
 #: phases): part of every phase's base; the median over the default runs' phases, measured by

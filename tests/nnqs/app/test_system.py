@@ -62,7 +62,8 @@ def test_frontier_last_order_puts_homo_and_lumo_at_the_end():
 @pytest.mark.parametrize("bond,order", [(1.1, "given"), (2.0, "given"), (2.0, "reversed")])
 def test_cisd_cas_start_lies_below_cisd_and_casci(bond, order):
     """Near equilibrium CISD is below CASCI(6, 6); stretched, HF carries little weight and CASCI is
-    below CISD (by 150 mHa at 2 A). The union of their spaces lies below both everywhere, and
+    below CISD (by 120 mHa at 2 A, in the stable RHF's orbitals). The union of their spaces lies below both
+    everywhere (by 0.5 mHa at 2 A, where CASCI holds nearly all it adds), and
     with the orbitals reordered its determinants move with them."""
     from hamiltonians.sci.spaces import casci, cisd
     from nnqs.app.runconfig import MoleculeConfig
@@ -76,7 +77,7 @@ def test_cisd_cas_start_lies_below_cisd_and_casci(bond, order):
     system = build_system(replace(molecule, orbital_order=order), references=False)
     where = dict(hf_occupation=system.hf_occupation, order=system.order)
     state, _ = ci_target(system.hamiltonian, StartSettings(mode="cisd_cas", cas=(6, 6)), **where)
-    assert state.energy < min(e_cisd, e_cas) - 1e-3
+    assert state.energy < min(e_cisd, e_cas) - 2e-4
     assert torch.equal(state.dets[0], system.hf_occupation)
     for name, expected in (("cisd", e_cisd), ("casci", e_cas)):
         alone, _ = ci_target(system.hamiltonian, StartSettings(mode=name, cas=(6, 6)), **where)

@@ -90,3 +90,14 @@ def test_the_check_names_the_phase_and_what_to_change(system):
 def test_the_machine_says_how_much_is_free():
     free = available_memory()
     assert free is None or 0 < free < 2**50
+
+
+def test_the_plans_budgets_are_the_libraries():
+    """The plan's copies of the budgets (kept so that planning imports no compiled kernel) are the
+    libraries' and the settings' defaults."""
+    from hamiltonians.sci import connections, pt2
+    from nnqs.training.memory import EXTEND_MAX_BYTES, PT2_MAX_BYTES
+    from nnqs.training.settings import SubspaceConfig
+
+    assert EXTEND_MAX_BYTES == connections.EXTEND_MAX_BYTES == int(SubspaceConfig().extend_mib * 2**20)
+    assert PT2_MAX_BYTES == pt2.DEFAULT_MAX_BYTES
