@@ -174,6 +174,7 @@ def from_pyscf(
     active_space: tuple[int, int] | None = None,
     unit: str = "Angstrom",
     conv_tol: float = 1e-11,
+    localise: str = "none",
 ) -> MolecularHamiltonian:
     """Build the molecular Hamiltonian of a molecule in the (RO)HF orbital basis.
 
@@ -184,13 +185,22 @@ def from_pyscf(
         frozen_core: number of lowest spatial orbitals kept doubly occupied.
         active_space: ``(n_electrons, n_orbitals)`` active window above the core
             (chemists' CAS(n_e, n_o)); the core is everything below it.
+        localise: ``"none"``, or ``"pm"`` / ``"boys"``: the active orbitals Pipek-Mezey / Boys
+            localised among themselves (a rotation inside the window: the CASCI energy is
+            unchanged, but no determinant of them is Hartree-Fock's and their index says nothing
+            about energy; the kind of active space brought for transition-metal chemistry).
     Returns:
         :class:`MolecularHamiltonian` (float64, CPU) whose ``source`` records the spec and
-        ``hf_energy_pyscf``; its HF-determinant diagonal equals the (RO)HF energy.
+        ``hf_energy_pyscf``; unless localised, its HF-determinant diagonal equals the (RO)HF energy.
     """
+    if localise not in ("none", "pm", "boys"):
+        raise ValueError(f"localise must be 'none', 'pm' or 'boys', got {localise!r}")
     mol = build_molecule(geometry, basis, charge=charge, spin=spin, unit=unit)
     ncore, nact, na, nb = _resolve_window(mol.nao_nr(), mol.nelectron, mol.spin, frozen_core, active_space)
     mf = run_scf(mol, conv_tol=conv_tol)
+    e_scf = float(mf.e_tot)
+    if localise != "none":
+        mf.mo_coeff = _localised(mol, mf.mo_coeff, ncore, nact, localise)
     constant, h1, eri = integrals_from_scf(mf, ncore, nact)
     source = {
         "kind": "pyscf",
@@ -203,16 +213,27 @@ def from_pyscf(
         "unit": unit,
         "n_core": int(ncore),
         "scf": type(mf).__name__,
-        "hf_energy_pyscf": float(mf.e_tot),
+        "hf_energy_pyscf": e_scf,
+        **({"localise": localise} if localise != "none" else {}),
     }
     logger.info(
-        "from_pyscf: %s/%s, %d core, %d active orbitals, (%d, %d) electrons, E_HF=%.10f",
-        source["geometry"], basis, ncore, nact, na, nb, mf.e_tot,
+        "from_pyscf: %s/%s, %d core, %d active orbitals%s, (%d, %d) electrons, E_HF=%.10f",
+        source["geometry"], basis, ncore, nact, "" if localise == "none" else f" ({localise} localised)", na, nb,
+        e_scf,
     )
     return MolecularHamiltonian(
         nact, na, nb, constant, torch.from_numpy(np.ascontiguousarray(h1)),
         torch.from_numpy(np.ascontiguousarray(eri)), source=source,
     )
+
+
+def _localised(mol, mo_coeff, ncore: int, nact: int, localise: str):
+    """``mo_coeff`` with its active columns ``[ncore, ncore + nact)`` localised by ``localise``."""
+    from pyscf import lo
+
+    mo = np.array(mo_coeff, copy=True)
+    mo[:, ncore:ncore + nact] = {"pm": lo.PM, "boys": lo.Boys}[localise](mol, mo[:, ncore:ncore + nact]).kernel()
+    return mo
 
 
 def lowdin_hamiltonian(geometry, basis: str, *, charge: int = 0, spin: int = 0,

@@ -108,37 +108,34 @@ def extend_by_connection(H: Hamiltonian, dets, coefficients, n_new: int, *, chun
     c = torch.as_tensor(coefficients, dtype=torch.float64)
     n_new = max(0, int(n_new))
     bound = connections_per_parent(H, dets) * dets.shape[0]
-    if KeySums.bytes_for(int(bound), 1) <= max_bytes:
-        ranges, n_buckets = [(0, 1)], 1
-    else:
-        ranges, n_buckets = [(0, 1)], PROBE_BUCKETS
-    best_keys: list[torch.Tensor] = []
-    best_scores: list[np.ndarray] = []
-    peak, n_outside, per_bucket, i = 0, 0, 1, 0
-    while i < len(ranges):
-        lo, hi = ranges[i]
-        if i == 0:   # the one pass, or the probe: at most its share of the bound
-            capacity = int(min(1 << 16, bound / n_buckets)) + 16
-        else:
-            capacity = int(_SIZE_MARGIN * per_bucket * (hi - lo)) + 16
+    n_buckets = 1 if KeySums.bytes_for(int(bound), 1) <= max_bytes else PROBE_BUCKETS
+    kept: list[tuple[torch.Tensor, np.ndarray]] = []   # each pass's best n_new keys and |sums|
+    peak = 0
+
+    def one_pass(lo: int, hi: int, capacity: int) -> int:
+        """Sum buckets ``[lo, hi)``, keep their best ``n_new``; returns their distinct count."""
+        nonlocal peak
         sums = outside_sums(H, dets, c, n_buckets=n_buckets, bucket=lo, bucket_end=hi, capacity=capacity, chunk=chunk)
         keys, values = sums.result()
         score = np.abs(values[:, 0])
         top = np.argsort(-score, kind="stable")[:n_new]
-        best_keys.append(keys[torch.from_numpy(top)].clone())
-        best_scores.append(score[top].copy())
-        peak, n_outside = max(peak, sums.peak_bytes), n_outside + keys.shape[0]
-        if i == 0 and n_buckets > 1:   # the probe: one bucket's count sizes the others
-            per_bucket = max(1, keys.shape[0])
-            width = max(1, int(max_bytes // KeySums.bytes_for(int(_SIZE_MARGIN * per_bucket), 1)))
-            ranges += [(b, min(n_buckets, b + width)) for b in range(1, n_buckets, width)]
+        kept.append((keys[torch.from_numpy(top)].clone(), score[top].copy()))
+        peak, count = max(peak, sums.peak_bytes), keys.shape[0]
         del sums, keys, values, score
         release_freed_memory()
-        i += 1
-    keys, scores = torch.cat(best_keys), np.concatenate(best_scores)
+        return count
+
+    # the one pass, or the probe (bucket 0 of PROBE_BUCKETS), sized at most at its share of the bound
+    first = one_pass(0, 1, int(min(1 << 16, bound / n_buckets)) + 16)
+    if n_buckets > 1:   # the probe's count sizes the other buckets' passes
+        per_bucket = max(1, first)
+        width = max(1, int(max_bytes // KeySums.bytes_for(int(_SIZE_MARGIN * per_bucket), 1)))
+        for lo in range(1, n_buckets, width):
+            hi = min(n_buckets, lo + width)
+            one_pass(lo, hi, int(_SIZE_MARGIN * per_bucket * (hi - lo)) + 16)
+    keys, scores = torch.cat([k for k, _ in kept]), np.concatenate([v for _, v in kept])
     top = np.argsort(-scores, kind="stable")[:n_new]
-    log.debug("extension: %d outside in %d pass(es) of %d bucket(s), peak %.1f MiB", n_outside, len(ranges),
-              n_buckets, peak / 2**20)
+    log.debug("extension: %d pass(es) over %d bucket(s), peak %.1f MiB", len(kept), n_buckets, peak / 2**20)
     return unpack_keys(keys[torch.from_numpy(top)], H.n_spin_orbitals)
 
 

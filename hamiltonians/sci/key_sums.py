@@ -72,6 +72,11 @@ def _rehash(slots, tkeys, n_used):
         slots[slot] = r
 
 
+def _n_slots(capacity: int) -> int:
+    """The table's slots for ``capacity`` keys: a power of two, at most half full."""
+    return 1 << int(np.ceil(np.log2(2 * capacity)))
+
+
 class KeySums:
     """Sums of ``K`` float64 columns per distinct packed key.
 
@@ -104,7 +109,7 @@ class KeySums:
             assert old_vals is not None   # allocated with _keys
             self._keys[:n], self._vals[:n] = old_keys[:n], old_vals[:n]
             old_bytes = old_keys.nbytes + old_vals.nbytes
-        self._slots = np.full(1 << int(np.ceil(np.log2(2 * capacity))), _EMPTY, np.int64)
+        self._slots = np.full(_n_slots(capacity), _EMPTY, np.int64)
         _rehash(self._slots, self._keys, n)
         self.peak_bytes = max(self.peak_bytes, self.nbytes + old_bytes)
 
@@ -112,7 +117,7 @@ class KeySums:
     def bytes_for(capacity: int, n_values: int) -> int:
         """Bytes a table made with ``capacity`` holds before it grows (keys, sums and slots)."""
         capacity = max(16, int(capacity))
-        return capacity * (8 * MAX_WORDS + 8 * n_values) + 8 * (1 << int(np.ceil(np.log2(2 * capacity))))
+        return capacity * (8 * MAX_WORDS + 8 * n_values) + 8 * _n_slots(capacity)
 
     @property
     def nbytes(self) -> int:

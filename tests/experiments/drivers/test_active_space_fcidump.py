@@ -25,5 +25,5 @@ def test_the_localised_active_space_has_pyscfs_casci_energy(tmp_path):
     casci = mcscf.CASCI(run_scf(build_molecule(geometry, "sto-3g")), 6, 6)   # PySCF's, canonical orbitals
     casci.verbose = 0
     assert abs(ground_state_energy(H) - casci.kernel()[0]) < 1e-8
-    assert H.hf_energy() > info["rhf_energy"] + 0.05                  # no Hartree-Fock determinant among them
-    assert json.loads((tmp_path / "n2.fcidump.json").read_text())["cas"] == [6, 6]
+    assert H.hf_energy() > info["hf_energy_pyscf"] + 0.05                  # no Hartree-Fock determinant among them
+    assert json.loads((tmp_path / "n2.fcidump.json").read_text())["active_space"] == [6, 6]

@@ -1,7 +1,9 @@
 """PySCF input (:mod:`hamiltonians.io.pyscf_io`): the Lowdin-orbital Hamiltonian is the same
 molecule as the canonical one, in a basis with no Hartree-Fock determinant; a stretched molecule's
-orbitals are its stable RHF's, not the excited solution PySCF's default guess converges to."""
+orbitals are its stable RHF's, not the excited solution PySCF's default guess converges to; a localised
+active space is the canonical one's CASCI problem."""
 
+import numpy as np
 import pytest
 
 from hamiltonians import from_pyscf
@@ -37,4 +39,18 @@ def test_a_stretched_molecule_gets_its_stable_rhf_orbitals():
     mf = run_scf(mol)
     assert abs(mf.e_tot - H.hf_energy()) < 1e-8
     mo, *_ = mf.stability()
-    assert abs(abs(mo.T @ mol.intor("int1e_ovlp") @ mf.mo_coeff) - __import__("numpy").eye(mo.shape[1])).max() < 1e-6
+    assert abs(abs(mo.T @ mol.intor("int1e_ovlp") @ mf.mo_coeff) - np.eye(mo.shape[1])).max() < 1e-6
+
+
+@pytest.mark.parametrize("localise", ["pm", "boys"])
+def test_a_localised_active_space_is_the_same_casci_problem(localise):
+    """N2 / STO-3G at 1.6 A, CAS(6, 6): its active orbitals localised among themselves give the
+    canonical window's CASCI energy, while their lowest-index determinant lies far above RHF."""
+    geometry = "N 0 0 0; N 0 0 1.6"
+    canonical = from_pyscf(geometry, "sto-3g", active_space=(6, 6))
+    localised = from_pyscf(geometry, "sto-3g", active_space=(6, 6), localise=localise)
+    assert abs(ground_state_energy(localised) - ground_state_energy(canonical)) < 1e-9
+    assert localised.hf_energy() > canonical.hf_energy() + 0.05
+    assert localised.source["localise"] == localise and "localise" not in canonical.source
+    with pytest.raises(ValueError, match="localise"):
+        from_pyscf(geometry, "sto-3g", localise="ibo")
