@@ -4,12 +4,14 @@ Li2O / STO-3G (30 spin orbitals, the config ``experiments/configs/li2o_random_sw
 a random network, ``--unique`` distinct configurations drawn without replacement, sampled
 local energies, ``|psi|^2`` weights, SR on the 50 most probable samples (the peer's settings).
 For float32 and float64 networks, side by side in one process and one thread, two ways
-of getting the gradient:
+of getting the gradient (three with ``--compile``):
 
 * ``whole graph``: ``log psi`` of every sample by one full pass that keeps its graph, one
   backward pass (``[optim] grad_chunk = 0``: the code path before this script);
 * ``chunked``: the samples' ``log p`` taken from the sampler, then a full pass with its graph
-  and a backward pass ``--chunk`` samples at a time (``[optim] grad_chunk``).
+  and a backward pass ``--chunk`` samples at a time (``[optim] grad_chunk``);
+* ``compiled``: the same with the full pass through ``torch.compile`` (``[run] compile``;
+  its compilation falls in the untimed warm-up step and is reported apart).
 
 Each timed step is split into sampling, local energies and the update; the cost per unique
 sample is the step's time over its unique samples. The peer's figure (issue 50: 2.89 s a
@@ -18,7 +20,7 @@ step, 0.29 ms per unique sample, float64 NADE, one thread on this machine) is pr
 Usage::
 
     python experiments/benchmarks/bench_unique_cost.py [--unique 10000] [--steps 3] [--chunk 1024]
-                                                       [--dtypes float32,float64] [--out FILE]
+                                                       [--dtypes float32,float64] [--compile] [--out FILE]
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import argparse
 import logging
 import os
 import sys
+import time
 
 import torch
 
@@ -43,14 +46,18 @@ CONFIG = os.path.join(EXPERIMENTS, "configs", "li2o_random_swor.toml")
 
 
 def time_steps(config, system, dtype: str, grad_chunk: int, n_unique: int, steps: int, seed: int,
-               device: torch.device = torch.device("cpu")) -> dict:
-    """One warm-up step, then ``steps`` timed ones, on a fresh random network on ``device``."""
+               device: torch.device = torch.device("cpu"), compiled: bool = False) -> dict:
+    """One warm-up step, then ``steps`` timed ones, on a fresh random network on ``device``
+    (its full pass compiled first where ``compiled``)."""
     config = config.replace("model", dtype=dtype).replace("optim", grad_chunk=grad_chunk, warmup=0)
     config = config.replace("sampler", n_samples=n_unique, cache_mib=max(config.sampler.cache_mib, 1024.0))
     torch.manual_seed(seed)
     model = build_model(config.model, system).to(device)
+    model.compile_full_pass(compiled)
     vmc = build_vmc(model, system.hamiltonian.to(device), config.optim, config.sampler, config.local_energy, seed=seed)
+    warm_up = time.perf_counter()
     vmc.train_step()
+    warm_up = time.perf_counter() - warm_up
     rows = []
     for _ in range(steps):
         r = vmc.train_step()
@@ -59,7 +66,8 @@ def time_steps(config, system, dtype: str, grad_chunk: int, n_unique: int, steps
                      "n_unique": r.n_unique, "energy": r.energy})
     mean = {k: sum(row[k] for row in rows) / len(rows) for k in rows[0] if k != "energy"}
     mean["ms_per_unique"] = 1e3 * mean["seconds"] / mean["n_unique"]
-    return {"dtype": dtype, "grad_chunk": grad_chunk, "steps": rows, "mean": mean}
+    return {"dtype": dtype, "grad_chunk": grad_chunk, "compiled": compiled, "warm_up_seconds": warm_up,
+            "steps": rows, "mean": mean}
 
 
 def main(argv=None) -> dict:
@@ -70,6 +78,7 @@ def main(argv=None) -> dict:
     p.add_argument("--chunk", type=int, default=1024, help="[optim] grad_chunk of the chunked path")
     p.add_argument("--dtypes", default="float32,float64")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--compile", action="store_true", help="also time the chunked path with the full pass compiled")
     add_device_argument(p)
     p.add_argument("--out", default=os.path.join(EXPERIMENTS, "results", "bench_unique_cost_cpu.json"))
     args = p.parse_args(argv)
@@ -80,19 +89,26 @@ def main(argv=None) -> dict:
     config = load_config(args.config)
     system = build_system(config.molecule, references=False)
     results = []
+    ways = [(0, False), (args.chunk, False)] + ([(args.chunk, True)] if args.compile else [])
     for dtype in args.dtypes.split(","):
-        for chunk in (0, args.chunk):
-            row = time_steps(config, system, dtype, chunk, args.unique, args.steps, args.seed, args.device)
+        for chunk, compiled in ways:
+            row = time_steps(config, system, dtype, chunk, args.unique, args.steps, args.seed, args.device, compiled)
             results.append(row)
             m = row["mean"]
-            logger.info("%s %-11s %.2f s a step (sample %.2f, local energies %.2f, update %.2f): %.3f ms per unique "
-                        "sample", dtype, "whole graph" if chunk == 0 else f"chunk {chunk}", m["seconds"],
-                        m["sample_seconds"], m["local_energy_seconds"], m["update_seconds"], m["ms_per_unique"])
+            name = "whole graph" if chunk == 0 else f"chunk {chunk}" + (" compiled" if compiled else "")
+            logger.info("%s %-20s %.2f s a step (sample %.2f, local energies %.2f, update %.2f): %.3f ms per unique "
+                        "sample; warm-up step %.1f s", dtype, name, m["seconds"], m["sample_seconds"],
+                        m["local_energy_seconds"], m["update_seconds"], m["ms_per_unique"], row["warm_up_seconds"])
     peer = 1e3 * PEER_SECONDS_PER_STEP / 10_000
     logger.info("the peer (issue 50, float64): %.2f s a step, %.3f ms per unique sample", PEER_SECONDS_PER_STEP, peer)
-    by = {(r["dtype"], r["grad_chunk"]): r["mean"]["ms_per_unique"] for r in results}
-    ratios = {f"{dtype}_chunked_over_whole": by[(dtype, args.chunk)] / by[(dtype, 0)] for dtype in args.dtypes.split(",")}
-    ratios.update({f"{dtype}_chunked_over_peer": by[(dtype, args.chunk)] / peer for dtype in args.dtypes.split(",")})
+    by = {(r["dtype"], r["grad_chunk"], r["compiled"]): r["mean"]["ms_per_unique"] for r in results}
+    ratios = {}
+    for dtype in args.dtypes.split(","):
+        ratios[f"{dtype}_chunked_over_whole"] = by[(dtype, args.chunk, False)] / by[(dtype, 0, False)]
+        ratios[f"{dtype}_chunked_over_peer"] = by[(dtype, args.chunk, False)] / peer
+        if args.compile:
+            ratios[f"{dtype}_compiled_over_chunked"] = by[(dtype, args.chunk, True)] / by[(dtype, args.chunk, False)]
+            ratios[f"{dtype}_compiled_over_peer"] = by[(dtype, args.chunk, True)] / peer
     for name, value in ratios.items():
         logger.info("%s: %.2f", name, value)
     return save_results(args.out, results, args=args, extra={"ratios": ratios, "peer_ms_per_unique": peer,

@@ -16,10 +16,12 @@ Tests prove they agree.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
-from nnqs.wavefunction.attention import Block
+from nnqs.wavefunction.attention import Block, explicit_attention
 from nnqs.wavefunction.cache import KVCache
 from nnqs.wavefunction.config import WavefunctionConfig
 from nnqs.wavefunction.tokens import BOS, N_TOKENS, check_tokens, token_alpha, token_beta
@@ -98,6 +100,7 @@ class TransformerWavefunction(nn.Module):
         self.phase_net = PhaseMLP(config.n_orbitals, config.phase_hidden)
         self.phase_net.spread_initial_phases(config.n_orbitals, config.phase_init_std)
         self.to(config.torch_dtype)
+        self._compiled_pass: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     # ------------------------------------------------------------------- shared machinery
     @property
@@ -162,19 +165,38 @@ class TransformerWavefunction(nn.Module):
                 f"tokens must have shape [B, T] with 1 <= T <= {self.n_orbitals}, got {tuple(tokens.shape)}"
             )
         tokens = tokens.to(device=self.device, dtype=torch.long)
+        if cache is None:
+            if self._compiled_pass is None or torch._C._are_functorch_transforms_active():
+                return self._full_pass(tokens)
+            with explicit_attention(self):
+                return self._compiled_pass(tokens)
+        start = cache.position
+        if start >= tokens.shape[1]:
+            raise ValueError(f"the cache is at position {start}; tokens of length {tokens.shape[1]} add nothing")
+        cache.check_batch(tokens.shape[0])
         inputs = torch.cat((torch.full_like(tokens[:, :1], BOS), tokens[:, :-1]), dim=1)
-        start = 0
-        if cache is not None:
-            start = cache.position
-            if start >= tokens.shape[1]:
-                raise ValueError(f"the cache is at position {start}; tokens of length {tokens.shape[1]} add nothing")
-            cache.check_batch(tokens.shape[0])
         logits = self._logits(inputs[:, start:], start, cache)
-        if cache is not None:
-            fed = inputs[:, max(start, 1):]  # BOS carries no electrons
-            cache.add_electrons(token_alpha(fed).sum(dim=1), token_beta(fed).sum(dim=1))
-            cache.advance(tokens.shape[1] - start)
+        fed = inputs[:, max(start, 1):]  # BOS carries no electrons
+        cache.add_electrons(token_alpha(fed).sum(dim=1), token_beta(fed).sum(dim=1))
+        cache.advance(tokens.shape[1] - start)
         return masked_log_softmax(logits, self.constraint.prefix_masks(tokens)[:, start:])
+
+    def _full_pass(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The uncached pass of :meth:`log_conditionals` (``cache=None``), what
+        :meth:`compile_full_pass` compiles: tokens ``[B, T]`` -> ``[B, T, 4]``."""
+        inputs = torch.cat((torch.full_like(tokens[:, :1], BOS), tokens[:, :-1]), dim=1)
+        return masked_log_softmax(self._logits(inputs, 0, None), self.constraint.prefix_masks(tokens))
+
+    def compile_full_pass(self, enabled: bool = True) -> None:
+        """Run the uncached full pass (training's gradient, the amplitudes of configurations,
+        the fits) through ``torch.compile`` with the written-out attention
+        (:func:`nnqs.wavefunction.attention.causal_attention_math`), for any batch and length
+        (``dynamic=True``): the same numbers to rounding, one compilation (~20-45 s on a CPU)
+        per pass kind (with and without a graph). Inductor fuses the attention of a few dozen
+        positions, the GELU and the LayerNorms that the eager pass runs as memory-bound kernels
+        (``experiments/benchmarks/bench_unique_cost.py``). Passes under ``torch.func``
+        transforms (minSR's Jacobian) and cached passes stay eager. ``enabled=False`` undoes it."""
+        self._compiled_pass = torch.compile(self._full_pass, dynamic=True) if enabled else None
 
     def conditionals(self, tokens: torch.Tensor) -> torch.Tensor:
         """Tokens ``[B, T<=N]`` -> ``p(t_i = k | t_<i)`` ``[B, T, 4]`` (one uncached pass)."""

@@ -64,3 +64,15 @@ def test_a_warm_start_joins_the_given_pool_and_the_checks(tmp_path):
     assert found.energy_subspace == pytest.approx(cisd(H).energy, abs=1e-10)   # H2: CISD is FCI
     with pytest.raises(Exception, match="exactly one of H and system"):
         NNQS(TINY).kernel()
+
+
+def test_run_compile_compiles_the_network_s_full_pass():
+    """``[run] compile``: the solver's network runs its full pass compiled (the pass itself is
+    tested against the eager one in tests/nnqs/wavefunction/test_model.py); off by default."""
+    from nnqs.app.runconfig import MoleculeConfig
+    from nnqs.app.system import build_system
+
+    system = build_system(MoleculeConfig(**TINY["molecule"]), references=False)
+    assert NNQS(TINY).prepare(system).model._compiled_pass is None
+    compiled = NNQS({**TINY, "run": {**TINY.get("run", {}), "compile": True}}).prepare(system)
+    assert compiled.model._compiled_pass is not None

@@ -221,3 +221,36 @@ def test_the_chunked_pass_without_gradients_equals_the_whole_pass():
     chunked = model.log_psi_no_grad(tokens, chunk=7)
     assert not chunked.requires_grad   # equal up to the batch size's rounding
     torch.testing.assert_close(chunked, whole.detach(), rtol=0, atol=1e-12)
+
+
+def test_the_compiled_full_pass_equals_the_eager_one():
+    """``compile_full_pass``: the same log psi and gradients (float64) for any batch and prefix
+    length through one dynamic compilation; passes under ``torch.func`` (minSR's Jacobian) stay eager."""
+    from nnqs.training.sr import log_psi_jacobian
+
+    model = make_model(6, 2, 3, seed=5, n_kv_heads=2)
+    tokens = random_valid_tokens(ElectronConstraint(6, 2, 3), 40, generator=torch.Generator().manual_seed(2))
+    params = list(model.parameters())
+
+    def values_and_gradients():
+        log_psi = model.log_psi(tokens)
+        return log_psi.detach(), torch.autograd.grad((log_psi.real * 1.3 + log_psi.imag).sum(), params)
+
+    eager, eager_grads = values_and_gradients()
+    eager_prefix = model.log_conditionals(tokens[:17, :4]).detach()
+    jacobian = log_psi_jacobian(model, tokens[:5])
+    model.compile_full_pass()
+    compiled_pass, calls = model._compiled_pass, []
+    model._compiled_pass = lambda x: calls.append(tuple(x.shape)) or compiled_pass(x)
+    compiled, compiled_grads = values_and_gradients()
+    torch.testing.assert_close(compiled, eager, rtol=0, atol=1e-12)
+    for a, b in zip(compiled_grads, eager_grads):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
+    prefix = model.log_conditionals(tokens[:17, :4])
+    assert torch.equal(prefix.isinf(), eager_prefix.isinf())
+    torch.testing.assert_close(prefix[~prefix.isinf()], eager_prefix[~prefix.isinf()], rtol=0, atol=1e-12)
+    assert calls == [(40, 6), (17, 4)]
+    torch.testing.assert_close(log_psi_jacobian(model, tokens[:5]), jacobian, rtol=0, atol=1e-12)
+    assert len(calls) == 2
+    model.compile_full_pass(False)
+    assert model._compiled_pass is None
