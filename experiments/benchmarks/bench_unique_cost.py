@@ -53,7 +53,7 @@ def time_steps(config, system, dtype: str, grad_chunk: int, n_unique: int, steps
     config = config.replace("sampler", n_samples=n_unique, cache_mib=max(config.sampler.cache_mib, 1024.0))
     torch.manual_seed(seed)
     model = build_model(config.model, system).to(device)
-    model.compile_full_pass(compiled)
+    model.compile_passes(compiled)
     vmc = build_vmc(model, system.hamiltonian.to(device), config.optim, config.sampler, config.local_energy, seed=seed)
     warm_up = time.perf_counter()
     vmc.train_step()

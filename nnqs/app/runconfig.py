@@ -143,8 +143,8 @@ class RunSettings:
             collective for another before the job stops with an error (a rank that died ends
             the others sooner: its closed connection is noticed at once).
         compile: run the network's uncached full pass (the gradient's, the amplitudes', the
-            fits') through ``torch.compile``
-            (:meth:`nnqs.wavefunction.model.TransformerWavefunction.compile_full_pass`): needs a
+            fits') and its decode steps' attention (the sampler's) through ``torch.compile``
+            (:meth:`nnqs.wavefunction.model.TransformerWavefunction.compile_passes`): needs a
             C++ compiler on a CPU, costs ~20-45 s of compilation at the first passes, saves ~30 %
             of a float32 VMC step's update on a CPU (``bench_unique_cost``).
         preset: ``"auto"`` or a preset's name (:data:`nnqs.app.presets.PRESETS`): the values of

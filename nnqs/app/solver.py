@@ -212,7 +212,7 @@ class NNQS:
         if checkpoint is not None:
             _check_steps(self.config, checkpoint, checkpoint_path, extend)
         self.model = build_model(self.config.model, system).to(self.config.run.device)
-        self.model.compile_full_pass(self.config.run.compile)
+        self.model.compile_passes(self.config.run.compile)
         fits = checkpoint is None and self.config.start.mode not in ("none", "hf")
         self.memory = PeakMemory()
         self.memory_plan = _check_memory(self.config, self.model, H, fits=fits)
@@ -374,7 +374,7 @@ class NNQS:
         def fresh_model():
             torch.manual_seed(config.run.seed + 1)
             fresh = build_model(config.model, system).to(model.device)
-            fresh.compile_full_pass(config.run.compile)
+            fresh.compile_passes(config.run.compile)
             return fresh
 
         start = Start(config.start)

@@ -15,7 +15,7 @@ Grouped-query attention: query head ``h`` uses key/value head ``h // (H / H_kv)`
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -41,6 +41,16 @@ def causal_attention_math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> 
     scores = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
     future = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)
     return scores.masked_fill(future, float("-inf")).softmax(dim=-1) @ v
+
+
+def decode_attention_math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """One decode step's attention written out: queries ``[B, H_kv, g, d]`` (the ``g`` query
+    heads of each KV head), keys and values ``[B, H_kv, T, d]`` (the cache's past) ->
+    ``[B, H_kv, g, d]``, no mask; the numbers of ``F.scaled_dot_product_attention(q, k, v)`` to
+    rounding. Elementwise products and sums over a few positions, which ``torch.compile`` fuses
+    into one loop (:meth:`nnqs.wavefunction.model.TransformerWavefunction.compile_passes`)."""
+    scores = (q[:, :, :, None, :] * k[:, :, None, :, :]).sum(dim=-1, keepdim=True) * q.shape[-1] ** -0.5
+    return (scores.softmax(dim=3) * v[:, :, None, :, :]).sum(dim=3)
 
 
 @contextlib.contextmanager
@@ -77,6 +87,7 @@ class CausalSelfAttention(nn.Module):
         self.key_value = nn.Linear(d_model, 2 * self.n_kv_heads * self.d_head, bias=bias)
         self.out = nn.Linear(n_heads * self.d_head, d_model, bias=bias)
         self.explicit = False   # full passes by causal_attention_math (see explicit_attention)
+        self.decode_attention: Callable[..., torch.Tensor] = F.scaled_dot_product_attention   # decode steps
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
         """``x``: ``[B, T, d_model]`` -> ``[B, T, d_model]`` (see the module docstring)."""
@@ -91,7 +102,7 @@ class CausalSelfAttention(nn.Module):
             # The `groups` query heads sharing a KV head attend as `groups` query rows of it;
             # no mask: the cache holds only the past.
             q = q.reshape(b, self.n_kv_heads, groups, self.d_head)
-            y = F.scaled_dot_product_attention(q, k, v).reshape(b, self.n_heads, 1, self.d_head)
+            y = self.decode_attention(q, k, v).reshape(b, self.n_heads, 1, self.d_head)
         elif start == 0:
             attend = causal_attention_math if self.explicit else _fused_causal
             y = attend(q, expand_kv(k, groups), expand_kv(v, groups))

@@ -16,12 +16,14 @@ Tests prove they agree.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from nnqs.wavefunction.attention import Block, explicit_attention
+from nnqs.wavefunction.attention import Block, CausalSelfAttention, decode_attention_math, explicit_attention
 from nnqs.wavefunction.cache import KVCache
 from nnqs.wavefunction.config import WavefunctionConfig
 from nnqs.wavefunction.tokens import BOS, N_TOKENS, check_tokens, token_alpha, token_beta
@@ -183,20 +185,25 @@ class TransformerWavefunction(nn.Module):
 
     def _full_pass(self, tokens: torch.Tensor) -> torch.Tensor:
         """The uncached pass of :meth:`log_conditionals` (``cache=None``), what
-        :meth:`compile_full_pass` compiles: tokens ``[B, T]`` -> ``[B, T, 4]``."""
+        :meth:`compile_passes` compiles: tokens ``[B, T]`` -> ``[B, T, 4]``."""
         inputs = torch.cat((torch.full_like(tokens[:, :1], BOS), tokens[:, :-1]), dim=1)
         return masked_log_softmax(self._logits(inputs, 0, None), self.constraint.prefix_masks(tokens))
 
-    def compile_full_pass(self, enabled: bool = True) -> None:
+    def compile_passes(self, enabled: bool = True) -> None:
         """Run the uncached full pass (training's gradient, the amplitudes of configurations,
-        the fits) through ``torch.compile`` with the written-out attention
-        (:func:`nnqs.wavefunction.attention.causal_attention_math`), for any batch and length
-        (``dynamic=True``): the same numbers to rounding, one compilation (~20-45 s on a CPU)
-        per pass kind (with and without a graph). Inductor fuses the attention of a few dozen
-        positions, the GELU and the LayerNorms that the eager pass runs as memory-bound kernels
+        the fits) and the decode steps' attention (the sampler) through ``torch.compile``, with
+        the written-out attention (:func:`~nnqs.wavefunction.attention.causal_attention_math`,
+        :func:`~nnqs.wavefunction.attention.decode_attention_math`) and dynamic shapes: the
+        same numbers to rounding, one compilation (~10-45 s on a CPU) per pass kind. Inductor
+        fuses the attention over a few dozen positions, the GELU and the LayerNorms that the
+        eager passes run as separate memory-bound kernels
         (``experiments/benchmarks/bench_unique_cost.py``). Passes under ``torch.func``
-        transforms (minSR's Jacobian) and cached passes stay eager. ``enabled=False`` undoes it."""
+        transforms (minSR's Jacobian) stay eager. ``enabled=False`` undoes it."""
         self._compiled_pass = torch.compile(self._full_pass, dynamic=True) if enabled else None
+        decode = _compiled_decode_attention() if enabled else F.scaled_dot_product_attention
+        for module in self.modules():
+            if isinstance(module, CausalSelfAttention):
+                module.decode_attention = decode
 
     def conditionals(self, tokens: torch.Tensor) -> torch.Tensor:
         """Tokens ``[B, T<=N]`` -> ``p(t_i = k | t_<i)`` ``[B, T, 4]`` (one uncached pass)."""
@@ -305,3 +312,9 @@ class TransformerWavefunction(nn.Module):
         allowed = self.constraint.allowed(pos, cache.n_alpha, cache.n_beta)
         cache.advance()
         return masked_log_softmax(logits, allowed).exp()
+
+
+@functools.cache
+def _compiled_decode_attention() -> Callable[..., torch.Tensor]:
+    """One compiled :func:`decode_attention_math` for every layer and model (compiled once)."""
+    return torch.compile(decode_attention_math, dynamic=True)

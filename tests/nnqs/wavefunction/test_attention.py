@@ -1,10 +1,15 @@
-"""The written-out causal attention against the fused kernel, and its switch on a model."""
+"""The written-out causal and decode attention against the fused kernel, and its switch on a model."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from nnqs.wavefunction.attention import CausalSelfAttention, causal_attention_math, explicit_attention
+from nnqs.wavefunction.attention import (
+    CausalSelfAttention,
+    causal_attention_math,
+    decode_attention_math,
+    explicit_attention,
+)
 from nnqs.wavefunction.tokens import random_valid_tokens
 from tests.models import make_model
 
@@ -17,6 +22,16 @@ def test_written_out_causal_attention_equals_the_fused_kernel(shape):
     torch.testing.assert_close(causal_attention_math(q, k, v), expected, rtol=0, atol=1e-12)
     # causal: the first query sees only the first key
     torch.testing.assert_close(causal_attention_math(q, k, v)[..., 0, :], v[..., 0, :], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(3, 2, 1, 1, 4), (2, 1, 4, 7, 8), (5, 2, 2, 13, 3)])
+def test_written_out_decode_attention_equals_the_fused_kernel(shape):
+    b, h_kv, groups, t, d = shape   # groups query heads per KV head, t cached positions
+    g = torch.Generator().manual_seed(sum(shape))
+    q = torch.randn(b, h_kv, groups, d, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(b, h_kv, t + 2, d, generator=g, dtype=torch.float64)[:, :, :t] for _ in range(2))  # strided
+    torch.testing.assert_close(decode_attention_math(q, k, v), F.scaled_dot_product_attention(q, k, v),
+                               rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("n_kv_heads", [None, 1])

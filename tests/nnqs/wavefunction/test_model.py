@@ -4,8 +4,10 @@ import itertools
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from nnqs import ModelConfig, WavefunctionConfig
+from nnqs.wavefunction.attention import CausalSelfAttention
 from nnqs.wavefunction.consistency import cached_conditionals
 from nnqs.wavefunction.tokens import ElectronConstraint, random_valid_tokens
 from tests.models import make_model
@@ -223,9 +225,10 @@ def test_the_chunked_pass_without_gradients_equals_the_whole_pass():
     torch.testing.assert_close(chunked, whole.detach(), rtol=0, atol=1e-12)
 
 
-def test_the_compiled_full_pass_equals_the_eager_one():
-    """``compile_full_pass``: the same log psi and gradients (float64) for any batch and prefix
-    length through one dynamic compilation; passes under ``torch.func`` (minSR's Jacobian) stay eager."""
+def test_the_compiled_passes_equal_the_eager_ones():
+    """``compile_passes``: the same log psi and gradients (float64) for any batch and prefix
+    length through one dynamic compilation, the same decoded conditionals; passes under
+    ``torch.func`` (minSR's Jacobian) stay eager."""
     from nnqs.training.sr import log_psi_jacobian
 
     model = make_model(6, 2, 3, seed=5, n_kv_heads=2)
@@ -238,8 +241,9 @@ def test_the_compiled_full_pass_equals_the_eager_one():
 
     eager, eager_grads = values_and_gradients()
     eager_prefix = model.log_conditionals(tokens[:17, :4]).detach()
+    eager_decoded = cached_conditionals(model, tokens)
     jacobian = log_psi_jacobian(model, tokens[:5])
-    model.compile_full_pass()
+    model.compile_passes()
     compiled_pass, calls = model._compiled_pass, []
     model._compiled_pass = lambda x: calls.append(tuple(x.shape)) or compiled_pass(x)
     compiled, compiled_grads = values_and_gradients()
@@ -250,7 +254,12 @@ def test_the_compiled_full_pass_equals_the_eager_one():
     assert torch.equal(prefix.isinf(), eager_prefix.isinf())
     torch.testing.assert_close(prefix[~prefix.isinf()], eager_prefix[~prefix.isinf()], rtol=0, atol=1e-12)
     assert calls == [(40, 6), (17, 4)]
+    assert all(m.decode_attention is not F.scaled_dot_product_attention
+               for m in model.modules() if isinstance(m, CausalSelfAttention))
+    torch.testing.assert_close(cached_conditionals(model, tokens), eager_decoded, rtol=0, atol=1e-12)
     torch.testing.assert_close(log_psi_jacobian(model, tokens[:5]), jacobian, rtol=0, atol=1e-12)
     assert len(calls) == 2
-    model.compile_full_pass(False)
+    model.compile_passes(False)
     assert model._compiled_pass is None
+    assert all(m.decode_attention is F.scaled_dot_product_attention
+               for m in model.modules() if isinstance(m, CausalSelfAttention))
