@@ -27,7 +27,7 @@ class CachedDecoder:
         previous = prefix[:, -1] if prefix.shape[1] else None
         return self.model.decode_step(previous, self.cache, validate=False)
 
-    def reorder(self, parent: torch.Tensor, keep: int) -> None:
+    def reorder(self, parent: torch.Tensor, keep: int | None) -> None:
         self.cache.reorder(parent, keep=keep)
 
     @property

@@ -28,7 +28,7 @@ class UncachedDecoder:
         placeholder = prefix.new_zeros(prefix.shape[0], 1)  # row L never reads position L
         return self.model.conditionals(torch.cat((prefix, placeholder), dim=1))[:, -1]
 
-    def reorder(self, parent: torch.Tensor, keep: int) -> None:
+    def reorder(self, parent: torch.Tensor, keep: int | None) -> None:
         pass
 
 

@@ -42,9 +42,9 @@ class Decoder(Protocol):
     def next_probs(self, prefix: torch.Tensor) -> torch.Tensor:
         """``p(t_L | prefix)`` ``[U, 4]`` for prefixes ``[U, L]``."""
 
-    def reorder(self, parent: torch.Tensor, keep: int) -> None:
+    def reorder(self, parent: torch.Tensor, keep: int | None) -> None:
         """Follow the tree: new row ``j`` continues old row ``parent[j]``; ``parent[:keep]`` is
-        ``arange(keep)``."""
+        ``arange(keep)`` (``None``: the decoder finds the rows with ``parent[j] == j``)."""
 
     @property
     def nbytes(self) -> int:

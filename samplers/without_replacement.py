@@ -12,8 +12,9 @@ Rules:
   exactly the ancestors of the ``k`` largest configurations. Masked tokens (``p = 0``) are never
   taken; when the valid space has at most ``k`` configurations, all of them come back.
 * At most ``k`` rows of decoder state live at once (one ``decode_step`` per depth on the cache,
-  then a gather of the kept rows); random numbers are one uniform for the root's Gumbel, then one
-  per (row, token) per depth.
+  then a gather of the kept rows, each parent's first kept child in the parent's own row, so
+  that only the other rows are copied); random numbers are one uniform for the root's Gumbel,
+  then one per (row, token) per depth.
 * The batch's ``counts`` are 1 and ``n_samples`` is the number drawn. ``stats["threshold"]`` is
   ``kappa``, the ``(k + 1)``-th largest ``G`` over the whole space (the largest ``G`` of any
   prefix the beam discarded, at any depth; ``-inf`` when every configuration was drawn), and
@@ -48,6 +49,27 @@ def _conditioned(target: torch.Tensor, perturbed: torch.Tensor) -> torch.Tensor:
     v = target[:, None] - perturbed + _log1mexp((perturbed - top).clamp(max=0.0))
     shifted = target[:, None] - v.clamp(min=0.0) - torch.log1p(torch.exp(-v.abs()))
     return torch.where(torch.isfinite(perturbed), shifted, perturbed)
+
+
+def _in_parents_rows(parent: torch.Tensor) -> torch.Tensor:
+    """A permutation of ``m`` kept children (``parent [m]``, their rows in the last depth) that
+    puts each parent's first child in the parent's own row where that row is ``< m``, and the
+    other children in the rows left, in their order: new row ``i`` is child ``perm[i]``."""
+    m = parent.numel()
+    by_parent = torch.argsort(parent, stable=True)
+    first = torch.ones(m, dtype=torch.bool, device=parent.device)
+    first[1:] = parent[by_parent[1:]] != parent[by_parent[:-1]]
+    stays = torch.zeros_like(first)
+    stays[by_parent] = first
+    stays &= parent < m
+    row = torch.empty_like(parent)
+    row[stays] = parent[stays]
+    free = torch.ones_like(first)
+    free[parent[stays]] = False
+    row[~stays] = free.nonzero()[:, 0]
+    perm = torch.empty_like(parent)
+    perm[row] = torch.arange(m, device=parent.device)
+    return perm
 
 
 def inclusion_probability(log_prob: torch.Tensor, threshold: float) -> torch.Tensor:
@@ -99,12 +121,13 @@ def sample_without_replacement(model: AutoregressiveModel, k: int, *, generator:
         taken = order[: min(k, n_valid)]
         if n_valid > k:   # the largest G discarded: a subtree's G is its best leaf's, so the (k+1)-th leaf's
             threshold = max(threshold, float(shifted[order[k]]))
+        taken = taken[_in_parents_rows(taken // probs.shape[1])]
         parent, token = taken // probs.shape[1], taken % probs.shape[1]
         prefix = torch.cat((prefix[parent], token[:, None]), dim=1)
         log_prob = child_log_prob.flatten()[taken]
         gumbel = shifted[taken]
         if depth < n - 1:
-            decoder.reorder(parent, keep=0)
+            decoder.reorder(parent, keep=None)
     counts = torch.ones(prefix.shape[0], dtype=torch.int64, device=device)
     stats = {"threshold": threshold, "inclusion": inclusion_probability(log_prob, threshold),
              "perturbed": gumbel, "peak_rows": prefix.shape[0]}

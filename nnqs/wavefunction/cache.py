@@ -9,6 +9,8 @@ hold data; the rest is scratch.
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 
 
@@ -150,8 +152,9 @@ class KVCache:
         new._v = self._v.new_empty(shape)
         new._counts = self._counts.new_zeros(2, capacity)
         new.reset(rows)
-        torch.index_select(self._k[:, :, :, :position], 1, index, out=new._k[:, :rows, :, :position])
-        torch.index_select(self._v[:, :, :, :position], 1, index, out=new._v[:, :rows, :, :position])
+        for (source, target), layer in itertools.product(((self._k, new._k), (self._v, new._v)), range(self.n_layers)):
+            torch.index_select(source[layer].view(self.capacity, -1), 0, index,   # row blocks, layer by layer
+                               out=target[layer].view(capacity, -1)[:rows])
         new.position = position
         return new
 
@@ -159,16 +162,20 @@ class KVCache:
         """Gather rows in place: new row ``i`` := old row ``index[i]``; ``batch`` becomes
         ``len(index)`` (at most ``capacity``).
 
-        Prunes, duplicates and permutes. The leading rows with ``index[i] == i`` stay where
-        they are and only the rest is copied, and only its written positions. The BAS tree walk
-        orders children so that every row's first child keeps the row and the extra children
-        come after, so a reorder there copies just the new rows.
+        Prunes, duplicates and permutes. Rows with ``index[i] == i`` stay where they are and
+        only the rest is copied, layer by layer, each row's layer one contiguous block (scratch
+        positions included: one block copies several times faster than the strided pieces of
+        its written positions). The BAS tree walk orders children so that every row's first
+        child keeps the row and the extra children come after, so a reorder there copies just
+        the new rows; the beam of the draw without replacement puts each parent's first child
+        in the parent's row.
 
         Args:
             index: 1-D integer tensor of old rows.
             keep: the caller's promise that ``index[:keep] == arange(keep)`` and that every
-                index is in range (the tree walk knows both); then nothing is checked and the
-                call does no host synchronisation. ``None``: checked and found here.
+                index is in range (the tree walk knows both); then nothing is checked, every
+                later row is copied and the call does no host synchronisation. ``None``:
+                checked here, and only the rows with ``index[i] != i`` are copied.
 
         Raises:
             IndexError: an index outside ``[0, batch)`` (only when ``keep`` is ``None``).
@@ -180,17 +187,26 @@ class KVCache:
         new_batch = index.numel()
         self._check_capacity(new_batch)
         index = index.to(device=self._k.device, dtype=torch.long)
+        rows = None   # the rows written: keep..new_batch-1, or (when checked here) those that move
         if keep is None:
             keep = self._identity_prefix(index)
-        rest = index[keep:]
-        if self.position and rest.numel():
-            for buffer in (self._k, self._v):
-                written = buffer[:, :, :, : self.position]
+            rows = (index[keep:] != torch.arange(keep, new_batch, device=index.device)).nonzero()[:, 0] + keep
+            index = index[rows]
+        else:
+            index = index[keep:]
+        if self.position and index.numel():
+            for buffer, layer in itertools.product((self._k, self._v), range(self.n_layers)):
+                flat = buffer[layer].view(self.capacity, -1)   # [capacity, one row's block of this layer]
                 if keep >= self.batch:  # sources all lie below the rows written: gather straight in
-                    torch.index_select(written[:, : self.batch], 1, rest, out=written[:, keep:new_batch])
-                else:
-                    written[:, keep:new_batch] = written.index_select(1, rest)
-        self._counts[:, keep:new_batch] = self._counts.index_select(1, rest)
+                    torch.index_select(flat[: self.batch], 0, index, out=flat[keep:new_batch])
+                elif rows is None:
+                    flat[keep:new_batch] = flat.index_select(0, index)
+                else:   # gathered before any row is written, so a row both read and moved is read first
+                    flat.index_copy_(0, rows, flat.index_select(0, index))
+        if rows is None:
+            self._counts[:, keep:new_batch] = self._counts.index_select(1, index)
+        else:
+            self._counts.index_copy_(1, rows, self._counts.index_select(1, index))
         self.batch = new_batch
 
     def _identity_prefix(self, index: torch.Tensor) -> int:

@@ -99,3 +99,16 @@ def test_it_does_not_depend_on_how_many_the_cache_could_hold():
     a = sample_without_replacement(model, 20, generator=torch.Generator().manual_seed(4))
     b = sample_without_replacement(model, 20, generator=torch.Generator().manual_seed(4), max_cache_bytes=2**30)
     assert torch.equal(a.tokens, b.tokens) and torch.equal(a.log_prob, b.log_prob)
+
+
+def test_each_parent_s_first_child_keeps_the_parent_s_row():
+    from samplers.without_replacement import _in_parents_rows
+
+    for parent in ([0, 0, 1, 3], [2, 2, 2, 0], [7, 5, 1, 1, 0], [3, 3, 3], [0]):
+        parent = torch.tensor(parent)
+        perm = _in_parents_rows(parent)
+        assert sorted(perm.tolist()) == list(range(len(parent)))   # a permutation
+        placed = parent[perm]
+        for p in set(parent.tolist()):
+            if p < len(parent):   # its first child (in the beam's order) sits in row p
+                assert perm[p] == parent.tolist().index(p) and placed[p] == p

@@ -45,6 +45,8 @@ def test_reorder_gathers_rows_in_place_without_allocating(trusted):
     storage = cache.k.untyped_storage().data_ptr()
     for index in ([0, 1, 2, 3, 4, 5],  # identity: no copy
                   [0, 1, 2, 5, 4, 3],  # permutation in place (sources overlap the rows written)
+                  [5, 1, 2, 0, 4, 3],  # rows that stay after rows that move (the beam's order)
+                  [4, 1, 4, 3, 0, 5],  # duplicates among them, a row read and written
                   [0, 1, 3, 3],  # shrink
                   [0, 1, 2, 3, 0, 2],  # grow: first children keep their rows, extras appended
                   [0, 1, 2, 3, 4, 5, 5, 1, 0]):  # grow to the capacity
