@@ -198,9 +198,12 @@ class TransformerWavefunction(nn.Module):
         fuses the attention over a few dozen positions, the GELU and the LayerNorms that the
         eager passes run as separate memory-bound kernels
         (``experiments/benchmarks/bench_unique_cost.py``). Passes under ``torch.func``
-        transforms (minSR's Jacobian) stay eager. ``enabled=False`` undoes it."""
+        transforms (minSR's Jacobian) stay eager, and so does a float64 network's decode
+        attention (there the fused kernel is the faster one on a CPU, 2x, where in float32 the
+        compiled one is 2x faster). ``enabled=False`` undoes it."""
         self._compiled_pass = torch.compile(self._full_pass, dynamic=True) if enabled else None
-        decode = _compiled_decode_attention() if enabled else F.scaled_dot_product_attention
+        fused = not enabled or self.dtype == torch.float64
+        decode = F.scaled_dot_product_attention if fused else _compiled_decode_attention()
         for module in self.modules():
             if isinstance(module, CausalSelfAttention):
                 module.decode_attention = decode

@@ -34,6 +34,17 @@ def test_written_out_decode_attention_equals_the_fused_kernel(shape):
                                rtol=0, atol=1e-12)
 
 
+def test_the_compiled_decode_attention_equals_the_fused_kernel():
+    from nnqs.wavefunction.model import _compiled_decode_attention
+
+    g = torch.Generator().manual_seed(7)
+    for b, h_kv, groups, t, d in ((3, 2, 1, 1, 4), (5, 2, 2, 13, 3)):   # one compilation, dynamic shapes
+        q = torch.randn(b, h_kv, groups, d, generator=g, dtype=torch.float64)
+        k, v = (torch.randn(b, h_kv, t + 2, d, generator=g, dtype=torch.float64)[:, :, :t] for _ in range(2))
+        torch.testing.assert_close(_compiled_decode_attention()(q, k, v), F.scaled_dot_product_attention(q, k, v),
+                                   rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("n_kv_heads", [None, 1])
 def test_explicit_attention_gives_the_same_log_psi_and_switches_back(n_kv_heads):
     model = make_model(7, 3, 2, seed=4, dtype="float64", n_heads=4, n_kv_heads=n_kv_heads)

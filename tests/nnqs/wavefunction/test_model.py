@@ -254,12 +254,22 @@ def test_the_compiled_passes_equal_the_eager_ones():
     assert torch.equal(prefix.isinf(), eager_prefix.isinf())
     torch.testing.assert_close(prefix[~prefix.isinf()], eager_prefix[~prefix.isinf()], rtol=0, atol=1e-12)
     assert calls == [(40, 6), (17, 4)]
-    assert all(m.decode_attention is not F.scaled_dot_product_attention
+    assert all(m.decode_attention is F.scaled_dot_product_attention   # float64 decodes with the fused kernel
                for m in model.modules() if isinstance(m, CausalSelfAttention))
     torch.testing.assert_close(cached_conditionals(model, tokens), eager_decoded, rtol=0, atol=1e-12)
     torch.testing.assert_close(log_psi_jacobian(model, tokens[:5]), jacobian, rtol=0, atol=1e-12)
     assert len(calls) == 2
     model.compile_passes(False)
     assert model._compiled_pass is None
-    assert all(m.decode_attention is F.scaled_dot_product_attention
-               for m in model.modules() if isinstance(m, CausalSelfAttention))
+
+
+def test_a_compiled_float32_network_decodes_as_the_eager_one():
+    model = make_model(6, 2, 3, seed=6, dtype="float32")
+    tokens = random_valid_tokens(ElectronConstraint(6, 2, 3), 30, generator=torch.Generator().manual_seed(3))
+    eager = cached_conditionals(model, tokens)
+    model.compile_passes()
+    layers = [m for m in model.modules() if isinstance(m, CausalSelfAttention)]
+    assert all(m.decode_attention is not F.scaled_dot_product_attention for m in layers)
+    torch.testing.assert_close(cached_conditionals(model, tokens), eager, rtol=0, atol=1e-6)
+    model.compile_passes(False)
+    assert all(m.decode_attention is F.scaled_dot_product_attention for m in layers)
