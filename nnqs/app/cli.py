@@ -59,6 +59,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
     check.add_argument("--seed", type=int, default=0)
+    check.add_argument("--compile", action="store_true", help="both passes through torch.compile ([run] compile)")
 
     run = sub.add_parser("run", help="variational Monte Carlo on a molecule (TOML config or FCIDUMP)")
     run.add_argument("config", nargs="?", help="TOML run configuration (see experiments/configs/)")
@@ -213,11 +214,13 @@ def _check_consistency(args: argparse.Namespace) -> int:
             n_orbitals=args.orbitals, n_layers=args.layers, n_heads=args.heads,
             n_kv_heads=args.kv_heads, d_model=args.d_model, batch=args.batch,
             dtypes=tuple(args.dtype or ("float64", "float32")), device=args.device, seed=args.seed,
+            compile=args.compile,
         )
     except InputError as error:   # the model's shape (d_model, heads) from the arguments
         return _bad_input(error)
     print(f"cached vs uncached conditionals: N={args.orbitals} L={args.layers} H={args.heads} "
-          f"H_kv={args.kv_heads or args.heads} batch={args.batch} device={args.device}")
+          f"H_kv={args.kv_heads or args.heads} batch={args.batch} device={args.device}"
+          + (" compiled" if args.compile else ""))
     for r in results:
         status = "ok" if r.ok else "FAIL"
         print(f"  {r.dtype:9s} max |dp| = {r.max_abs_diff:.3e}  (tolerance {r.tolerance:.0e})  {status}")

@@ -62,8 +62,10 @@ def check_consistency(
     dtypes: tuple[str, ...] = ("float64", "float32"),
     device: str = "cpu",
     seed: int = 0,
+    compile: bool = False,
 ) -> list[ConsistencyResult]:
-    """Random model per dtype, random valid configurations; compare both passes."""
+    """Random model per dtype, random valid configurations; compare both passes (``compile``:
+    both through ``torch.compile``, :meth:`TransformerWavefunction.compile_passes`)."""
     results = []
     for dtype in dtypes:
         torch.manual_seed(seed)
@@ -80,6 +82,7 @@ def check_consistency(
             phase_hidden=(),
         )
         model = TransformerWavefunction(config).to(device).eval()
+        model.compile_passes(compile)
         generator = torch.Generator().manual_seed(seed)
         tokens = random_valid_tokens(model.constraint, batch, generator).to(device)
         diff = max_difference(model, tokens)

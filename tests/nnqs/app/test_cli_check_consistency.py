@@ -14,6 +14,17 @@ def test_check_consistency_reports_both_dtypes(capsys):
     assert "float64" in out and "float32" in out and "ok" in out
 
 
+def test_check_consistency_compiled(capsys, monkeypatch):
+    compiled = []
+    monkeypatch.setattr(consistency.TransformerWavefunction, "compile_passes",
+                        lambda self, enabled=True, _real=consistency.TransformerWavefunction.compile_passes:
+                        compiled.append(enabled) or _real(self, enabled))
+    code = cli.main(["check-consistency", "--orbitals", "5", "--layers", "1", "--batch", "6", "--compile"])
+    out = capsys.readouterr().out
+    assert code == 0 and compiled == [True, True]
+    assert "compiled" in out and out.count(" ok") == 2
+
+
 def test_check_consistency_fails_above_tolerance(monkeypatch, capsys):
     monkeypatch.setitem(consistency.TOLERANCES, "float64", -1.0)
     code = cli.main(["check-consistency", "--orbitals", "4", "--layers", "1", "--batch", "4", "--dtype", "float64"])
