@@ -32,6 +32,7 @@ from hamiltonians.protocol import Hamiltonian
 from hamiltonians.release import release_freed_memory
 from hamiltonians.sci.diagonalise import diagonalise, truncate
 from hamiltonians.sci.state import SCIState, merge
+from hamiltonians.sci.spin import spin_square_of
 from nnqs.training.driver import Driver
 from nnqs.training.fit import fit_to_state
 from nnqs.training.memory_peaks import phase
@@ -240,7 +241,8 @@ def final_subspace(H: Hamiltonian, state: VariationalState, pool: SCIState | Non
 
     Fields: ``energy_subspace`` (variational), ``subspace_size``, ``subspace_from_network`` (the
     sampled determinants the pool lacked), ``subspace_pool_energy`` (the pool's own energy,
-    before the network's samples joined; ``None`` without a pool), ``subspace_seconds``, and
+    before the network's samples joined; ``None`` without a pool), ``subspace_spin_square``
+    (``<S^2>`` of its ground state, :func:`~hamiltonians.sci.spin.spin_square_of`), ``subspace_seconds``, and
     :func:`pool_pt2`'s fields (``energy_pt2`` = ``energy_subspace`` + E2, with its error bar);
     with ``config.extrapolation``, :func:`extrapolation`'s fields; ``origins``: per origin of the
     final space's determinants (``origins`` given, the final samples recorded as
@@ -256,12 +258,13 @@ def final_subspace(H: Hamiltonian, state: VariationalState, pool: SCIState | Non
             space, n_new = diagonalise(H, pool.dets, v0=pool.coefficients), 0
     fields: dict[str, Any] = {"energy_subspace": space.energy, "subspace_size": int(space.dets.shape[0]),
               "subspace_from_network": n_new, "subspace_pool_energy": None if pool is None else float(pool.energy),
+              "subspace_spin_square": spin_square_of(space.dets, space.coefficients),
               "subspace_seconds": time.perf_counter() - began}
     if origins is not None:   # the pool's rows come first (merge); only the draws it lacked are the final samples'
         origins.add(space.dets[0 if pool is None else pool.size:], "final_samples")
         fields["origins"] = origin_shares(H, space, origins)
-    log.info("subspace energy: E_var = %.10f on %d determinants (%d from the network's samples)", space.energy,
-             fields["subspace_size"], n_new)
+    log.info("subspace energy: E_var = %.10f on %d determinants (%d from the network's samples), <S^2> %.4f",
+             space.energy, fields["subspace_size"], n_new, fields["subspace_spin_square"])
     with phase("final.pt2"):
         pt2 = pool_pt2(H, space, config, seed=seed)
     if pt2 is not None:

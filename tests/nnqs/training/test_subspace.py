@@ -90,6 +90,8 @@ def test_the_runs_fields_are_the_pool_energy_and_its_pt2(pt2):
     fci = ground_state_energy(H)
     assert abs(exact.e_total - fci) < abs(start.energy - fci)   # PT2 moves CISD towards FCI here
     assert final_subspace(H, state(), None, SubspaceConfig(final_samples=0)) == ({}, None)
+    assert abs(fields["subspace_spin_square"]) < 1e-8   # CISD around a closed shell: a singlet
+
     # the extrapolation over the truncations (largest |c|) and the whole space
     points = fields["extrapolation_points"]
     assert [p["size"] for p in points] == sorted({p["size"] for p in points}) and len(points) == 3
@@ -100,6 +102,23 @@ def test_the_runs_fields_are_the_pool_energy_and_its_pt2(pt2):
     assert fields["energy_extrapolated"] == fit["energy"] and fields["energy_extrapolated_stderr"] == fit["stderr"]
     assert "energy_extrapolated" not in final_subspace(H, state(), start, SubspaceConfig(final_samples=0, extrapolation=()))[0]
     assert math.isfinite(fields["subspace_seconds"])
+
+
+def test_the_final_space_s_spin_is_recorded():
+    """A space missing the spin partner of its open-shell determinants is no spin eigenspace:
+    its ground state's <S^2> is above 0, and spin_complete's closure brings it back to 0."""
+    from hamiltonians.sci.spin import spin_complete
+
+    full = cisd(H)
+    open_shell = (full.dets[:, 0::2] != full.dets[:, 1::2]).any(dim=1)
+    alpha_first = torch.tensor([next(int(a) for a, b in zip(d[0::2], d[1::2]) if a != b) if o else 0
+                                for d, o in zip(full.dets, open_shell)], dtype=torch.bool)
+    kept = full.dets[~open_shell | alpha_first]   # of each open-shell pair, those with the alpha electron first
+    config = SubspaceConfig(final_samples=0, pt2="none")
+    broken, _ = final_subspace(H, state(), diagonalise(H, kept), config)
+    assert broken["subspace_spin_square"] > 1e-4
+    closed, _ = final_subspace(H, state(), diagonalise(H, spin_complete(H, kept)), config)
+    assert abs(closed["subspace_spin_square"]) < 1e-8
 
 
 def test_the_final_samples_are_only_the_draws_the_pool_lacked():
