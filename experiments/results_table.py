@@ -178,7 +178,8 @@ def row(path: Path, data: dict, configs: Path, shared: dict | None = None) -> di
         minutes = f"{data['wall_seconds'] / 60:.1f} (wall)"
     else:
         minutes = "-"
-    system = f"{molecule.get('name', path.stem)} / {molecule.get('basis', '?')}"
+    source = "FCIDUMP" if molecule.get("fcidump") else molecule.get("basis", "?")   # a file's basis is its own
+    system = f"{molecule.get('name', path.stem)} / {source}"
     if molecule.get("frozen_core"):
         system += f", frozen core {molecule['frozen_core']}"
     n = data.get("n_orbitals")
