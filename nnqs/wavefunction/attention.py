@@ -87,7 +87,7 @@ class CausalSelfAttention(nn.Module):
         self.key_value = nn.Linear(d_model, 2 * self.n_kv_heads * self.d_head, bias=bias)
         self.out = nn.Linear(n_heads * self.d_head, d_model, bias=bias)
         self.explicit = False   # full passes by causal_attention_math (see explicit_attention)
-        self.decode_attention: Callable[..., torch.Tensor] = F.scaled_dot_product_attention   # decode steps
+        self.decode_attention: Callable[..., torch.Tensor] | None = None   # decode steps; None: the fused kernel
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
         """``x``: ``[B, T, d_model]`` -> ``[B, T, d_model]`` (see the module docstring)."""
@@ -102,7 +102,8 @@ class CausalSelfAttention(nn.Module):
             # The `groups` query heads sharing a KV head attend as `groups` query rows of it;
             # no mask: the cache holds only the past.
             q = q.reshape(b, self.n_kv_heads, groups, self.d_head)
-            y = self.decode_attention(q, k, v).reshape(b, self.n_heads, 1, self.d_head)
+            attend = self.decode_attention or F.scaled_dot_product_attention
+            y = attend(q, k, v).reshape(b, self.n_heads, 1, self.d_head)
         elif start == 0:
             attend = causal_attention_math if self.explicit else _fused_causal
             y = attend(q, expand_kv(k, groups), expand_kv(v, groups))

@@ -20,7 +20,6 @@ import functools
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from nnqs.wavefunction.attention import Block, CausalSelfAttention, decode_attention_math, explicit_attention
@@ -203,7 +202,7 @@ class TransformerWavefunction(nn.Module):
         compiled one is 2x faster). ``enabled=False`` undoes it."""
         self._compiled_pass = torch.compile(self._full_pass, dynamic=True) if enabled else None
         fused = not enabled or self.dtype == torch.float64
-        decode = F.scaled_dot_product_attention if fused else _compiled_decode_attention()
+        decode = None if fused else _compiled_decode_attention()
         for module in self.modules():
             if isinstance(module, CausalSelfAttention):
                 module.decode_attention = decode
