@@ -36,7 +36,7 @@ BEGIN, END = "<!-- results-table:begin -->", "<!-- results-table:end -->"
 README_SELECTION = [
     "main_defaults.json", "c2_defaults.json", "h10_defaults.json",
     "h2o_631g_defaults.json", "n2_631g_fc_defaults.json", "h2o_ccpvdz_defaults.json", "n2_ccpvdz_fc_defaults.json",
-    "n2_631g_fc_2p2.json", "h12_sto3g_2bohr_pm.json",
+    "n2_631g_fc_2p2.json", "h12_sto3g_2bohr_pm.json", "cr2_cas12_18_pm.json",
 ]
 
 HEADER = ("| system | spin orbitals | NNQS error (mHa) | subspace (mHa) | subspace + PT2 (mHa) | vs | CCSD(T) error (mHa) "
