@@ -353,6 +353,10 @@ class StartSettings(Presettable):
             dropping it (an unbiased estimate of the whole target's cross-entropy).
         sci_determinants: the size of ``mode = "sci"``'s selected-CI space (and of ``"dmrg"``'s set).
         dmrg_bond_dim: the bond dimension of ``mode = "dmrg"``'s DMRG (10 sweeps).
+        seeds: a CI target's space (every mode but ``"hf"`` and ``"none"``; before ``"sci"``
+            grows it) gains this many determinants of the lowest broken-symmetry UHF state in
+            the run's orbitals, largest ``|c|`` first
+            (:func:`hamiltonians.references.uhf_determinants.uhf_determinants`); 0: none.
         min_fidelity: a fit that ends below this fidelity is repeated from a freshly
             initialised network (when :meth:`Start.kernel` is given a factory), and the better
             of the two is kept.
@@ -375,6 +379,7 @@ class StartSettings(Presettable):
     tail: int = 512
     sci_determinants: int = 8192
     dmrg_bond_dim: int = 100
+    seeds: int = 0
     min_fidelity: float = 0.5
     phase_steps: int = 3000
     phase_determinants: int = 8192
@@ -393,9 +398,9 @@ class StartSettings(Presettable):
             raise InputError(f"hf_target ({self.hf_target}) and min_fidelity ({self.min_fidelity}) must lie in [0, 1)")
         counts = {k: getattr(self, k) for k in ("steps", "max_determinants", "tail", "phase_steps",
                                                  "phase_warmup", "phase_patience") if getattr(self, k) is not None}
-        if (any(v < 0 for v in counts.values()) or self.sci_determinants < 1 or self.phase_determinants < 1
+        if (any(v < 0 for v in counts.values()) or self.seeds < 0 or self.sci_determinants < 1 or self.phase_determinants < 1
                 or self.dmrg_bond_dim < 1):
-            raise InputError(f"{counts} must be >= 0, sci_determinants ({self.sci_determinants}), "
+            raise InputError(f"{counts} and seeds ({self.seeds}) must be >= 0, sci_determinants ({self.sci_determinants}), "
                              f"phase_determinants ({self.phase_determinants}) and dmrg_bond_dim "
                              f"({self.dmrg_bond_dim}) >= 1")
         if not (self.lr > 0 and self.phase_lr > 0):

@@ -198,27 +198,60 @@ def _auto_cas(H: Hamiltonian, settings: StartSettings) -> tuple[int, int]:
     raise ValueError(f"no active space fits ({H.n_alpha}, {H.n_beta}) electrons in {H.n_orbitals} orbitals")
 
 
+def seeded(H: Hamiltonian, state: SCIState, n_seeds: int, hf_occupation: torch.Tensor) -> tuple[SCIState, dict | None]:
+    """``H`` diagonalised on ``state``'s determinants and the ``n_seeds`` largest of its lowest UHF
+    state (:func:`hamiltonians.references.uhf_determinants.uhf_determinants`, guessed from the
+    reference determinant ``hf_occupation`` and the lowest-index one), and what the UHF was
+    (``None`` and ``state`` unchanged where no UHF converged)."""
+    from hamiltonians.determinants import aufbau_occupation
+    from hamiltonians.references.uhf_determinants import uhf_determinants
+    from hamiltonians.sci.diagonalise import diagonalise
+    from hamiltonians.sci.state import unique_determinants
+
+    guesses = {"reference": torch.as_tensor(hf_occupation).to(torch.uint8).cpu(),
+               "aufbau": aufbau_occupation(H.n_orbitals, H.n_alpha, H.n_beta)}
+    found = uhf_determinants(H, n_determinants=n_seeds, guesses=guesses)
+    if found is None:
+        return state, None
+    dets = unique_determinants(H, torch.cat((state.dets, found.dets)))[0]
+    joined = diagonalise(H, dets)
+    log.info("seeds: %d -> %d determinants with the UHF's %d largest, E %.8f -> %.8f", state.dets.shape[0],
+             dets.shape[0], found.dets.shape[0], state.energy, joined.energy)
+    return joined, found.to_dict()
+
+
 def ci_target(H: Hamiltonian, settings: StartSettings, *, hf_occupation: torch.Tensor, order: list[int]) -> tuple[SCIState, str]:
     """The CI wavefunction that ``settings.mode`` (``"cisd"``, ``"casci"``, ``"cisd_cas"``,
-    ``"auto"`` or ``"sci"``) fits, for ``H`` with orbitals in autoregressive ``order``, and a
-    label saying what it is. The ``"auto"`` choice is logged.
+    ``"dmrg"``, ``"auto"`` or ``"sci"``) fits, for ``H`` with orbitals in autoregressive
+    ``order``, and a label saying what it is; with ``settings.seeds``, the space holds the UHF
+    state's largest determinants too (:func:`seeded`; ``"sci"`` grows from the seeded space).
+    The ``"auto"`` choice is logged.
 
     Raises:
         ValueError: a ``cas`` window that does not fit the molecule.
     """
-    mode = settings.mode
-    if mode == "sci":
-        start, label = ci_target(H, dataclasses.replace(settings, mode="auto"), hf_occupation=hf_occupation,
-                                 order=order)
-        size = max(settings.sci_determinants, SCI_MIN_GROWTH * start.dets.shape[0])
-        from hamiltonians.sci.grow import grow  # compiled sums (Numba): imported where used
+    if settings.mode != "sci":
+        state, label = _unseeded_target(H, settings, hf_occupation=hf_occupation, order=order)
+        if settings.seeds:
+            state, uhf = seeded(H, state, settings.seeds, hf_occupation)
+            label = label if uhf is None else f"{label}+uhf({settings.seeds})"
+        return state, label
+    start, label = ci_target(H, dataclasses.replace(settings, mode="auto"), hf_occupation=hf_occupation, order=order)
+    size = max(settings.sci_determinants, SCI_MIN_GROWTH * start.dets.shape[0])
+    from hamiltonians.sci.grow import grow  # compiled sums (Numba): imported where used
 
-        # CIPSI from the CI space, re-solved from scratch each round (no warm start) at tol 1e-12
-        state, _, _ = grow(H, start, select="pt2", growth=2.0, max_size=size, reference=start.dets[0],
-                           warm_start=False, tol=1e-12)
-        log.info("selected CI: %d -> %d determinants, E %.8f -> %.8f", start.dets.shape[0], state.dets.shape[0],
-                 start.energy, state.energy)
-        return state, f"sci({label})"
+    # CIPSI from the CI space, re-solved from scratch each round (no warm start) at tol 1e-12
+    state, _, _ = grow(H, start, select="pt2", growth=2.0, max_size=size, reference=start.dets[0],
+                       warm_start=False, tol=1e-12)
+    log.info("selected CI: %d -> %d determinants, E %.8f -> %.8f", start.dets.shape[0], state.dets.shape[0],
+             start.energy, state.energy)
+    return state, f"sci({label})"
+
+
+def _unseeded_target(H: Hamiltonian, settings: StartSettings, *, hf_occupation: torch.Tensor,
+                     order: list[int]) -> tuple[SCIState, str]:
+    """:func:`ci_target` for every mode but ``"sci"``, without seeds."""
+    mode = settings.mode
     if mode in ("cisd", "auto"):
         state = cisd(H, reference=hf_occupation)
         if mode == "cisd":

@@ -59,6 +59,26 @@ def test_sci_start_grows_the_auto_state_to_the_configured_size():
         StartSettings(mode="sci", sci_determinants=0)
 
 
+def test_seeds_join_the_uhf_determinants_to_the_target_before_it_grows():
+    """Stretched N2: ``seeds`` puts the UHF state's largest determinants into the CISD+CAS space
+    (a superset, so its energy is no higher), labels it, and ``"sci"`` grows from the seeded space."""
+    from hamiltonians.references.uhf_determinants import uhf_determinants
+
+    H = from_pyscf("N 0 0 0; N 0 0 2.0", "sto-3g")
+    where = dict(hf_occupation=H.aufbau_occupation(), order=list(range(H.n_orbitals)))
+    plain, _ = ci_target(H, StartSettings(mode="auto"), **where)
+    seeded, label = ci_target(H, StartSettings(mode="auto", seeds=200), **where)
+    uhf = uhf_determinants(H, n_determinants=200)
+    assert label == "cisd_cas(6, 6)+uhf(200)" and uhf is not None and uhf.broken
+    inside = {tuple(d) for d in seeded.dets.tolist()}
+    assert all(tuple(d) in inside for d in plain.dets.tolist() + uhf.dets.tolist())
+    assert len(inside) > plain.dets.shape[0] and seeded.energy <= plain.energy + 1e-12
+    grown, label = ci_target(H, StartSettings(mode="sci", seeds=200, sci_determinants=10), **where)
+    assert label == "sci(cisd_cas(6, 6)+uhf(200))" and grown.dets.shape[0] == 2 * seeded.dets.shape[0]
+    with pytest.raises(ValueError, match="seeds"):
+        StartSettings(seeds=-1)
+
+
 def lih():
     return from_pyscf("Li 0 0 0; H 0 0 1.5949", "sto-3g")
 
