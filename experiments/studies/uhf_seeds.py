@@ -76,14 +76,14 @@ def main(argv=None) -> dict:
                 began = time.perf_counter()
                 grown, _, _ = grow(H, start, select="pt2", growth=2.0, max_size=size, reference=start.dets[0],
                                    warm_start=False, tol=1e-12)
-                rows.append({"config": path, "orbitals": system.orbitals.kind if system.orbitals else None,
+                rows.append({"config": path, "orbitals": system.orbitals.kind if system.orbitals else "given",
                              "seeds": n_seeds, "start_size": int(start.dets.shape[0]),
                              "start_error_mha": 1e3 * (start.energy - reference), "size": int(grown.dets.shape[0]),
                              "error_mha": 1e3 * (grown.energy - reference),
                              "grow_seconds": time.perf_counter() - began,
                              "uhf": None if uhf is None else uhf.to_dict(), "uhf_seconds": uhf_seconds})
                 r = rows[-1]
-                print(f"{os.path.basename(path):32s} {r['orbitals']:6s} seeds {n_seeds:5d}: start {r['start_size']:6d} "
+                print(f"{os.path.basename(path):32s} {str(r['orbitals']):6s} seeds {n_seeds:5d}: start {r['start_size']:6d} "
                       f"{r['start_error_mha']:9.3f} mHa -> {r['size']:6d} {r['error_mha']:9.3f} mHa", flush=True)
     return save_results(args.out, rows, args=args)
 
