@@ -1,0 +1,129 @@
+"""The network as a proposer: does a network trained on first-order amplitudes find what
+connection growth would add next? (issue 50, item 4)
+
+One config's molecule (built as a run builds it) and a pool: the run's start space grown by
+CIPSI to ``--pool`` determinants (``[start] mode = "sci"``), its ground state ``psi`` at ``E``.
+Every determinant ``a`` outside the pool that ``H`` connects to it is summed
+(:func:`hamiltonians.sci.connections.outside_sums`): ``<a|H|psi>``, its first-order amplitude
+``c1_a = <a|H|psi> / (E - H_aa)`` and its Epstein-Nesbet energy ``e_a = <a|H|psi>^2 / (E - H_aa)``,
+ranked by ``|e_a|`` (CIPSI's order). A cycle of connection growth adds the ``--fitted`` first.
+
+Each target (``--targets``) is fitted by a fresh network (the config's ``[model]``, a run's start
+fit: phases then amplitudes) and sampled (``--draws`` draws, BAS); its unique samples outside the
+pool and outside the ``--fitted`` first are its proposals:
+
+* ``eigenvector``: the pool's ground state (what the subspace loop fits every cycle);
+* ``first_order``: the pool's state and the ``--fitted`` first ``c1_a``, normalised together.
+
+Printed and saved per target: the fit's fidelity and seconds, the unique samples, how many lie in
+the pool, in the fitted set, among the other connected ``a`` (and their ``sum |e_a|``, mHa, against
+CIPSI's next as many by rank) or nowhere connected (worth nothing to PT2 this cycle).
+
+    python experiments/studies/proposer.py --config nnqs/examples/n2_631g_fc_defaults.toml \
+        --out experiments/results/proposer_n2_631g_fc.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from experiments.common import save_results  # noqa: E402
+from hamiltonians.determinants import pack_occupations, unpack_keys  # noqa: E402
+from hamiltonians.sci.connections import outside_sums  # noqa: E402
+from nnqs.app.runconfig import load_config  # noqa: E402
+from nnqs.app.system import build_model, build_system  # noqa: E402
+from nnqs.training.fit import fit_to_state  # noqa: E402
+from nnqs.training.start import ci_target  # noqa: E402
+from nnqs.wavefunction.tokens import occupations_to_tokens, tokens_to_occupations  # noqa: E402
+from samplers.bas import sample  # noqa: E402
+
+log = logging.getLogger("proposer")
+
+
+def _rows(keys: torch.Tensor) -> list[tuple]:
+    return [tuple(k) for k in keys.tolist()]
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--pool", type=int, default=8192)
+    parser.add_argument("--fitted", type=int, default=5000)
+    parser.add_argument("--targets", default="eigenvector,first_order")
+    parser.add_argument("--draws", type=float, default=1e5)
+    parser.add_argument("--steps", type=int, default=1000, help="amplitude steps of each fit")
+    parser.add_argument("--phase-steps", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    torch.set_num_threads(1)
+    config = load_config(args.config)
+    system = build_system(config.molecule, references=False)
+    H, n_so = system.hamiltonian, system.hamiltonian.n_spin_orbitals
+    settings = dataclasses.replace(config.start, mode="sci", sci_determinants=args.pool)
+    pool, label = ci_target(H, settings.filled(), hf_occupation=system.hf_occupation, order=system.order)
+    began = time.perf_counter()
+    keys, values = outside_sums(H, pool.dets, pool.coefficients).result()
+    outside = unpack_keys(keys, n_so)
+    v = values[:, 0]
+    gap = pool.energy - H.diagonal(outside.to(H.device)).detach().cpu().double().numpy()
+    c1, e = v / gap, v ** 2 / gap   # e <= 0
+    order = np.argsort(e, kind="stable")   # most negative first: CIPSI's order
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    key_rank = dict(zip(_rows(keys), rank.tolist()))
+    sum_seconds = time.perf_counter() - began
+    fitted = order[:args.fitted]
+    pool_keys = set(_rows(pack_occupations(pool.dets)))
+    log.info("pool %s: %d determinants, E %.8f; %d connected outside (%.1f s), PT2 %.3f mHa, the first %d: %.3f mHa",
+             label, pool.dets.shape[0], pool.energy, order.size, sum_seconds, 1e3 * e.sum(), args.fitted,
+             1e3 * e[fitted].sum())
+    rows = []
+    for target in args.targets.split(","):
+        if target == "eigenvector":
+            dets, coefficients = pool.dets, pool.coefficients.double()
+        elif target == "first_order":
+            dets = torch.cat((pool.dets, outside[torch.from_numpy(fitted)]))
+            coefficients = torch.cat((pool.coefficients.double(), torch.from_numpy(c1[fitted])))
+            coefficients = coefficients / coefficients.norm()
+        else:
+            parser.error(f"unknown target {target!r}")
+        torch.manual_seed(args.seed)
+        model = build_model(config.model, system)
+        began = time.perf_counter()
+        fidelity = fit_to_state(model, occupations_to_tokens(dets.long()), coefficients, steps=args.steps,
+                                max_determinants=1024, tail=512, phases={"steps": args.phase_steps})
+        fit_seconds = time.perf_counter() - began
+        with torch.no_grad():
+            batch = sample(model, int(args.draws), generator=torch.Generator().manual_seed(args.seed))
+        drawn = _rows(pack_occupations(tokens_to_occupations(batch.tokens).to(torch.uint8)))
+        in_pool = [k for k in drawn if k in pool_keys]
+        ranks = np.array([key_rank[k] for k in drawn if k not in pool_keys and k in key_rank], dtype=np.int64)
+        beyond = ranks[ranks >= args.fitted]
+        proposed = float(-1e3 * e[order[beyond]].sum()) if beyond.size else 0.0
+        next_cipsi = float(-1e3 * e[order[args.fitted:args.fitted + beyond.size]].sum())
+        rows.append({"target": target, "fidelity": fidelity, "fit_seconds": fit_seconds, "unique": len(drawn),
+                     "in_pool": len(in_pool), "in_fitted": int((ranks < args.fitted).sum()),
+                     "beyond_fitted": int(beyond.size), "unconnected": len(drawn) - len(in_pool) - int(ranks.size),
+                     "beyond_pt2_mha": proposed, "cipsi_next_pt2_mha": next_cipsi,
+                     "beyond_median_rank": float(np.median(beyond)) if beyond.size else None})
+        log.info("%s", rows[-1])
+    return save_results(args.out, rows, args=args, extra={
+        "pool": {"label": label, "determinants": int(pool.dets.shape[0]), "energy": pool.energy},
+        "connected": int(order.size), "pt2_mha": float(1e3 * e.sum()),
+        "fitted_pt2_mha": float(1e3 * e[fitted].sum())})
+
+
+if __name__ == "__main__":
+    main()
