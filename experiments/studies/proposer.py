@@ -13,7 +13,12 @@ fit: phases then amplitudes) and sampled (``--draws`` draws, BAS); its unique sa
 pool and outside the ``--fitted`` first are its proposals:
 
 * ``eigenvector``: the pool's ground state (what the subspace loop fits every cycle);
-* ``first_order``: the pool's state and the ``--fitted`` first ``c1_a``, normalised together.
+* ``first_order``: the pool's state and the ``--fitted`` first ``c1_a``, normalised together;
+* ``first_order_only``: the ``--fitted`` first ``c1_a`` alone, normalised (a sampler of what
+  CIPSI selects, to be drawn beyond what it was fitted to).
+
+``--unique U`` draws ``U`` distinct configurations without replacement
+(:func:`samplers.without_replacement.sample_without_replacement`) in place of ``--draws``.
 
 Printed and saved per target: the fit's fidelity and seconds, the unique samples, how many lie in
 the pool, in the fitted set, among the other connected ``a`` (and their ``sum |e_a|``, mHa, against
@@ -46,6 +51,7 @@ from nnqs.training.fit import fit_to_state  # noqa: E402
 from nnqs.training.start import ci_target  # noqa: E402
 from nnqs.wavefunction.tokens import occupations_to_tokens, tokens_to_occupations  # noqa: E402
 from samplers.bas import sample  # noqa: E402
+from samplers.without_replacement import sample_without_replacement  # noqa: E402
 
 log = logging.getLogger("proposer")
 
@@ -61,6 +67,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--fitted", type=int, default=5000)
     parser.add_argument("--targets", default="eigenvector,first_order")
     parser.add_argument("--draws", type=float, default=1e5)
+    parser.add_argument("--unique", type=int, default=0, help="draw this many distinct ones instead (0: --draws)")
     parser.add_argument("--steps", type=int, default=1000, help="amplitude steps of each fit")
     parser.add_argument("--phase-steps", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
@@ -97,6 +104,9 @@ def main(argv=None) -> dict:
             dets = torch.cat((pool.dets, outside[torch.from_numpy(fitted)]))
             coefficients = torch.cat((pool.coefficients.double(), torch.from_numpy(c1[fitted])))
             coefficients = coefficients / coefficients.norm()
+        elif target == "first_order_only":
+            dets, coefficients = outside[torch.from_numpy(fitted)], torch.from_numpy(c1[fitted])
+            coefficients = coefficients / coefficients.norm()
         else:
             parser.error(f"unknown target {target!r}")
         torch.manual_seed(args.seed)
@@ -106,7 +116,9 @@ def main(argv=None) -> dict:
                                 max_determinants=1024, tail=512, phases={"steps": args.phase_steps})
         fit_seconds = time.perf_counter() - began
         with torch.no_grad():
-            batch = sample(model, int(args.draws), generator=torch.Generator().manual_seed(args.seed))
+            generator = torch.Generator().manual_seed(args.seed)
+            batch = (sample_without_replacement(model, args.unique, generator=generator) if args.unique else
+                     sample(model, int(args.draws), generator=generator))
         drawn = _rows(pack_occupations(tokens_to_occupations(batch.tokens).to(torch.uint8)))
         in_pool = [k for k in drawn if k in pool_keys]
         ranks = np.array([key_rank[k] for k in drawn if k not in pool_keys and k in key_rank], dtype=np.int64)
