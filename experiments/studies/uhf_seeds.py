@@ -5,8 +5,9 @@ orbitals the run would solve in, or in the given ones with ``--given``) the star
 (CISD+CAS(``--cas``) around the run's reference determinant; CISD with ``--given``) is joined
 with the ``S`` largest determinants of the lowest UHF state
 (:func:`hamiltonians.references.uhf_determinants.uhf_determinants`, ``S`` in ``--seeds``, 0 = no
-seeds: the run's own start) and grown by CIPSI to each size in ``--sizes``, exactly as
-``[start] mode = "sci"`` grows its space. Printed and saved: the seeded space's size and
+seeds: the run's own start where its ``"auto"`` state is CISD+CAS) and grown by CIPSI to each size
+in ``--sizes`` as ``[start] mode = "sci"`` grows its space (a row's ``seeds`` is 0 where no UHF
+converged). Printed and saved: the seeded space's size and
 ``E_var``, and ``E_var`` after growth, in mHa above ``--reference`` (one per config).
 
     python experiments/studies/uhf_seeds.py --config experiments/configs/h12_sto3g_2bohr_pm.toml \
@@ -64,7 +65,8 @@ def main(argv=None) -> dict:
         system = build_system(molecule, references=False)
         H, hf = system.hamiltonian, system.hf_occupation
         began = time.perf_counter()
-        uhf = uhf_determinants(H, n_determinants=max(seeds), guesses={"reference": hf})
+        guesses = {"reference": hf, "aufbau": H.aufbau_occupation().to(torch.uint8)}   # as the start's seeds
+        uhf = uhf_determinants(H, n_determinants=max(seeds), guesses=guesses)
         uhf_seconds = time.perf_counter() - began
         base = cisd(H, reference=hf) if args.given else cisd_cas(H, *cas, order=system.order)
         for n_seeds in seeds:
@@ -77,7 +79,7 @@ def main(argv=None) -> dict:
                 grown, _, _ = grow(H, start, select="pt2", growth=2.0, max_size=size, reference=start.dets[0],
                                    warm_start=False, tol=1e-12)
                 rows.append({"config": path, "orbitals": system.orbitals.kind if system.orbitals else "given",
-                             "seeds": n_seeds, "start_size": int(start.dets.shape[0]),
+                             "seeds": n_seeds if uhf is not None else 0, "start_size": int(start.dets.shape[0]),
                              "start_error_mha": 1e3 * (start.energy - reference), "size": int(grown.dets.shape[0]),
                              "error_mha": 1e3 * (grown.energy - reference),
                              "grow_seconds": time.perf_counter() - began,

@@ -20,9 +20,11 @@ Rules:
   ``|c| = |det C_a[A, :]| |det C_b[B, :]|`` (spin strings in the order of ``H``'s orbitals; the
   sign is not used: the caller diagonalises ``H`` on the set in its own convention). A spin's
   strings are all of them where there are at most :data:`MAX_STRINGS`, else those within the
-  largest excitation level of the string of the largest ``|det|`` among the reference's singles
-  that fits (the rest of the weight is reported). The ``n_determinants`` largest products are
-  found exactly: a threshold found by bisection over the sorted weights, then the pairs above it.
+  largest excitation level that fits of the string of the ``k`` orbitals where the occupied
+  orbitals carry most weight (rows of ``C`` of largest norm); the weight the chosen determinants
+  hold is logged. The ``n_determinants`` largest products are found exactly: a threshold found by
+  bisection over the sorted weights, then the pairs above it, at most ``n // (i + 1)`` in row
+  ``i`` (each of them is preceded by every pair of a row and a column no later).
 * :func:`expansion_reference` is the obviously-correct slow path: every determinant's
   coefficient, for small spaces (tests compare them).
 
@@ -75,25 +77,31 @@ class UHFDeterminants:
 
     @property
     def broken(self) -> bool:
-        """Whether the UHF lies below the restricted solution (by more than 1e-6 Ha)."""
+        """Whether the UHF lies below the restricted solution (by more than 1e-6 Ha): spin
+        symmetry broken for a closed shell; an open shell's UHF always lies below its ROHF."""
         return self.restricted_energy is not None and self.energy < self.restricted_energy - 1e-6
 
     def to_dict(self) -> dict:
+        """JSON-ready: the determinants' count and weight, the energies, ``<S^2>``, the guess."""
         return {"determinants": int(self.dets.shape[0]), "weight": float(self.weights.sum()), "energy": self.energy,
                 "restricted_energy": self.restricted_energy, "spin_square": self.spin_square, "guess": self.guess}
 
 
-def _mixed_guess(mf_restricted, n_alpha: int, n_beta: int) -> np.ndarray:
-    """UHF densities ``[2, N, N]`` from restricted orbitals with the frontier pair (the highest
-    doubly occupied and the lowest empty orbital) mixed by +45 degrees for alpha, -45 for beta."""
-    mo = np.asarray(mf_restricted.mo_coeff)
-    homo, lumo = n_beta - 1, n_alpha
+def _mixed_guess(mf_restricted) -> np.ndarray:
+    """UHF densities ``[2, N, N]`` from restricted orbitals (occupations 2, 1 and 0 read from
+    ``mo_occ``) with the frontier pair, the highest doubly occupied and the lowest empty orbital
+    by orbital energy, mixed by +45 degrees for alpha and -45 for beta (open shells go to alpha)."""
+    mo, occ = np.asarray(mf_restricted.mo_coeff), np.asarray(mf_restricted.mo_occ)
+    energy = np.asarray(mf_restricted.mo_energy)
+    doubly, single, empty = (np.flatnonzero(np.isclose(occ, v)) for v in (2.0, 1.0, 0.0))
     densities = []
-    for sign, count in ((1.0, n_alpha), (-1.0, n_beta)):
-        c = mo.copy()
-        if 0 <= homo < lumo < mo.shape[1]:
-            c[:, homo] = (mo[:, homo] + sign * mo[:, lumo]) / math.sqrt(2.0)
-        densities.append(c[:, :count] @ c[:, :count].T)
+    for sign, columns in ((1.0, np.concatenate((doubly, single))), (-1.0, doubly)):
+        c = mo[:, columns].copy()
+        if doubly.size and empty.size:
+            homo = int(np.argmax(np.where(np.isin(columns, doubly), energy[columns], -np.inf)))
+            lumo = empty[np.argmin(energy[empty])]
+            c[:, homo] = (c[:, homo] + sign * mo[:, lumo]) / math.sqrt(2.0)
+        densities.append(c @ c.T)
     return np.array(densities)
 
 
@@ -110,7 +118,7 @@ def solve_uhf(H: Hamiltonian, guesses: dict[str, torch.Tensor]):
         mf, _ = follow_instabilities(mf)
         if mf.converged and (restricted_energy is None or mf.e_tot < restricted_energy):
             restricted_energy = float(mf.e_tot)
-            densities["mixed frontier pair"] = _mixed_guess(mf, H.n_alpha, H.n_beta)
+            densities["mixed frontier pair"] = _mixed_guess(mf)
     best, best_name = None, ""
     for name, dm0 in densities.items():
         mf, _ = _converge(H, "uhf", dm0)
@@ -127,7 +135,7 @@ def _strings(n: int, k: int, reference: tuple[int, ...], limit: int) -> tuple[np
     ``limit``, else those within the largest excitation level of ``reference`` that fits; and
     that level (``k`` where all)."""
     if math.comb(n, k) <= limit:
-        return np.array(list(itertools.combinations(range(n), k)), dtype=np.int64).reshape(-1, k), k
+        return np.array(list(itertools.combinations(range(n), k)), dtype=np.int64).reshape(math.comb(n, k), k), k
     occupied, empty = sorted(reference), sorted(set(range(n)) - set(reference))
     level, count = 0, 1
     while level < k and count + math.comb(k, level + 1) * math.comb(n - k, level + 1) <= limit:
@@ -173,6 +181,7 @@ def largest_products(wa: np.ndarray, wb: np.ndarray, n: int) -> tuple[np.ndarray
         else:
             hi = mid
     per_row = count(lo) if lo > 0 else np.full(wa.size, wb.size)
+    per_row = np.minimum(per_row, n // (np.arange(wa.size) + 1))   # (i, j) follows every (<= i, <= j)
     i = np.repeat(np.arange(wa.size), per_row)
     j = np.concatenate([np.arange(m) for m in per_row]) if per_row.sum() else np.zeros(0, dtype=np.int64)
     order = np.lexsort((j, i, -(wa[i] * wb[j])))[:n]

@@ -450,7 +450,7 @@ def _check_memory(config: RunConfig, model, H: Hamiltonian, *, fits: bool) -> Me
 def plan_sizes(config: RunConfig, H: Hamiltonian, *, fits: bool) -> Sizes:
     """The :class:`~nnqs.training.memory.Sizes` a run of ``config`` on ``H`` may reach: the unique
     window's upper end, the start's CI space (``"sci"``: ``sci_determinants`` or twice CISD; a CAS
-    union counted as CISD and 400), the loop's pool grown by ``extend`` and a tenth as many new
+    union counted as CISD and 400; ``seeds`` added, twice for ``"sci"``), the loop's pool grown by ``extend`` and a tenth as many new
     samples a cycle up to ``pool``, the final space (that pool and a tenth of ``extend`` from the
     final draws), PT2 as ``[subspace] pt2`` says."""
     sampler, start, sub = config.sampler, config.start, config.subspace
@@ -461,9 +461,10 @@ def plan_sizes(config: RunConfig, H: Hamiltonian, *, fits: bool) -> Sizes:
     space = 0
     if fits and start.mode not in ("none", "hf"):
         cisd = cisd_size(H)
+        seeded = start.seeds * (2 if start.mode == "sci" else 1)   # "sci" grows its seeded space twice over
         space = cisd if start.mode == "cisd" else cisd + 400 if start.mode in ("auto", "cisd_cas", "casci") \
             else max(start.sci_determinants, 2 * cisd)
-        space = min(space, n_det)
+        space = min(space + seeded, n_det)
     cycles = sub.cycles or 0
     growth = sub.extend + max(1, sub.extend // 10)
     pool = min(sub.pool, space + max(cycles - 1, 0) * growth, n_det) if cycles else 0

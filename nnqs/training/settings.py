@@ -353,10 +353,10 @@ class StartSettings(Presettable):
             dropping it (an unbiased estimate of the whole target's cross-entropy).
         sci_determinants: the size of ``mode = "sci"``'s selected-CI space (and of ``"dmrg"``'s set).
         dmrg_bond_dim: the bond dimension of ``mode = "dmrg"``'s DMRG (10 sweeps).
-        seeds: a CI target's space (every mode but ``"hf"`` and ``"none"``; before ``"sci"``
-            grows it) gains this many determinants of the lowest broken-symmetry UHF state in
-            the run's orbitals, largest ``|c|`` first
-            (:func:`hamiltonians.references.uhf_determinants.uhf_determinants`); 0: none.
+        seeds: a CI target's space (every mode but ``"hf"`` and ``"none"``, where it is an
+            error; before ``"sci"`` grows it, to at least twice the seeded size) gains this many
+            determinants of the lowest broken-symmetry UHF state in the run's orbitals, largest
+            ``|c|`` first (:func:`hamiltonians.references.uhf_determinants.uhf_determinants`); 0: none.
         min_fidelity: a fit that ends below this fidelity is repeated from a freshly
             initialised network (when :meth:`Start.kernel` is given a factory), and the better
             of the two is kept.
@@ -403,6 +403,8 @@ class StartSettings(Presettable):
             raise InputError(f"{counts} and seeds ({self.seeds}) must be >= 0, sci_determinants ({self.sci_determinants}), "
                              f"phase_determinants ({self.phase_determinants}) and dmrg_bond_dim "
                              f"({self.dmrg_bond_dim}) >= 1")
+        if self.seeds and not self.fits_ci:
+            raise InputError(f"seeds = {self.seeds} needs a CI target; mode = {self.mode!r} has none")
         if not (self.lr > 0 and self.phase_lr > 0):
             raise InputError(f"lr ({self.lr}) and phase_lr ({self.phase_lr}) must be > 0")
 

@@ -56,6 +56,9 @@ class Start:
         fidelity: ``|<target|psi>|^2`` of the network kept (``p(HF)`` for ``"hf"``; ``None``
             for ``"none"``).
         refit: ``None`` when no refit ran, else ``"kept fresh"`` or ``"kept first"``.
+        details: ``{"seeds": ...}`` with ``seeds``: the UHF whose determinants joined the target
+            (:meth:`UHFDeterminants.to_dict <hamiltonians.references.uhf_determinants.UHFDeterminants.to_dict>`
+            and ``added``, how many were new; ``None`` where no UHF converged).
         target_seconds, fit_seconds: wall time of the target's solve and of the fit(s).
     """
 
@@ -67,6 +70,7 @@ class Start:
         self.refit: str | None = None
         self.target_seconds = 0.0
         self.fit_seconds = 0.0
+        self.details: dict = {}
 
     def dump_flags(self) -> None:
         """Log the settings, one line."""
@@ -146,7 +150,8 @@ class Start:
 
     def build_target(self, H: Hamiltonian, *, hf_occupation: torch.Tensor, order: list[int]) -> SCIState:
         """The CI wavefunction of ``settings.mode`` for ``H`` (sets :attr:`chosen`)."""
-        state, self.chosen = ci_target(H, self.settings, hf_occupation=hf_occupation, order=order)
+        self.details = {}
+        state, self.chosen = ci_target(H, self.settings, hf_occupation=hf_occupation, order=order, details=self.details)
         return state
 
     def summary(self) -> dict:
@@ -154,7 +159,8 @@ class Start:
         return {"settings": dataclasses.asdict(self.settings), "chosen": self.chosen, "fidelity": self.fidelity,
                 "determinants": None if self.target is None else int(self.target.dets.shape[0]),
                 "target_energy": None if self.target is None else float(self.target.energy),
-                "refit": self.refit, "target_seconds": self.target_seconds, "fit_seconds": self.fit_seconds}
+                "refit": self.refit, "target_seconds": self.target_seconds, "fit_seconds": self.fit_seconds,
+                **self.details}
 
 
 def _energy_ordered(H: Hamiltonian, hf_occupation: torch.Tensor, order: list[int]) -> bool:
@@ -205,26 +211,26 @@ def seeded(H: Hamiltonian, state: SCIState, n_seeds: int, hf_occupation: torch.T
     (``None`` and ``state`` unchanged where no UHF converged)."""
     from hamiltonians.determinants import aufbau_occupation
     from hamiltonians.references.uhf_determinants import uhf_determinants
-    from hamiltonians.sci.diagonalise import diagonalise
-    from hamiltonians.sci.state import unique_determinants
+    from hamiltonians.sci.spaces import ci_state
 
     guesses = {"reference": torch.as_tensor(hf_occupation).to(torch.uint8).cpu(),
                "aufbau": aufbau_occupation(H.n_orbitals, H.n_alpha, H.n_beta)}
     found = uhf_determinants(H, n_determinants=n_seeds, guesses=guesses)
     if found is None:
         return state, None
-    dets = unique_determinants(H, torch.cat((state.dets, found.dets)))[0]
-    joined = diagonalise(H, dets)
+    joined = ci_state(H, torch.cat((state.dets, found.dets)), state.dets[0])   # the reference stays first
     log.info("seeds: %d -> %d determinants with the UHF's %d largest, E %.8f -> %.8f", state.dets.shape[0],
-             dets.shape[0], found.dets.shape[0], state.energy, joined.energy)
-    return joined, found.to_dict()
+             joined.dets.shape[0], found.dets.shape[0], state.energy, joined.energy)
+    return joined, {**found.to_dict(), "added": int(joined.dets.shape[0] - state.dets.shape[0])}
 
 
-def ci_target(H: Hamiltonian, settings: StartSettings, *, hf_occupation: torch.Tensor, order: list[int]) -> tuple[SCIState, str]:
+def ci_target(H: Hamiltonian, settings: StartSettings, *, hf_occupation: torch.Tensor, order: list[int],
+              details: dict | None = None) -> tuple[SCIState, str]:
     """The CI wavefunction that ``settings.mode`` (``"cisd"``, ``"casci"``, ``"cisd_cas"``,
     ``"dmrg"``, ``"auto"`` or ``"sci"``) fits, for ``H`` with orbitals in autoregressive
     ``order``, and a label saying what it is; with ``settings.seeds``, the space holds the UHF
-    state's largest determinants too (:func:`seeded`; ``"sci"`` grows from the seeded space).
+    state's largest determinants too (:func:`seeded`; ``"sci"`` grows from the seeded space,
+    to twice its size at least), and ``details["seeds"]`` (where given) says what the UHF was.
     The ``"auto"`` choice is logged.
 
     Raises:
@@ -235,8 +241,11 @@ def ci_target(H: Hamiltonian, settings: StartSettings, *, hf_occupation: torch.T
         if settings.seeds:
             state, uhf = seeded(H, state, settings.seeds, hf_occupation)
             label = label if uhf is None else f"{label}+uhf({settings.seeds})"
+            if details is not None:
+                details["seeds"] = uhf
         return state, label
-    start, label = ci_target(H, dataclasses.replace(settings, mode="auto"), hf_occupation=hf_occupation, order=order)
+    start, label = ci_target(H, dataclasses.replace(settings, mode="auto"), hf_occupation=hf_occupation, order=order,
+                             details=details)
     size = max(settings.sci_determinants, SCI_MIN_GROWTH * start.dets.shape[0])
     from hamiltonians.sci.grow import grow  # compiled sums (Numba): imported where used
 

@@ -24,3 +24,6 @@ def test_proposer_on_n2_sto3g(tmp_path):
     for r in rows:
         assert r["in_pool"] + r["in_fitted"] + r["beyond_fitted"] + r["unconnected"] == r["unique"] == 400
         assert 0 <= r["beyond_pt2_mha"] <= r["cipsi_next_pt2_mha"] + 1e-12
+    # the keys of the samples and of the pool and its connections agree: a network fitted to the
+    # pool samples it, one fitted to the first-order part samples more of that part
+    assert rows[0]["in_pool"] > rows[0]["in_fitted"] and rows[2]["in_fitted"] > rows[0]["in_fitted"]

@@ -22,6 +22,8 @@ def test_the_sizes_follow_the_settings_and_a_huge_pool_is_refused():
     sizes = plan_sizes(config, big, fits=True)
     cisd_big = cisd_size(big)
     assert sizes.start_space == max(8192, 2 * cisd_big)
+    seeded, _ = resolve(config_from_dict({**settings, "start": {"seeds": 1000}}), big.n_determinants, 48)
+    assert plan_sizes(seeded, big, fits=True).start_space == sizes.start_space + 2000   # "sci" grows them twice over
     assert sizes.loop_pool == min(3_000_000, sizes.start_space + 5 * 1_100_000)
     assert sizes.loop_space == sizes.loop_pool + 1_100_000 and sizes.pt2_draws == 2000
     model = make_model(24, 5, 5, seed=0, dtype="float32")

@@ -73,10 +73,28 @@ def test_seeds_join_the_uhf_determinants_to_the_target_before_it_grows():
     inside = {tuple(d) for d in seeded.dets.tolist()}
     assert all(tuple(d) in inside for d in plain.dets.tolist() + uhf.dets.tolist())
     assert len(inside) > plain.dets.shape[0] and seeded.energy <= plain.energy + 1e-12
-    grown, label = ci_target(H, StartSettings(mode="sci", seeds=200, sci_determinants=10), **where)
+    assert torch.equal(seeded.dets[0], plain.dets[0]) and seeded.coefficients[0] > 0   # the CI state's rules
+    details: dict = {}
+    grown, label = ci_target(H, StartSettings(mode="sci", seeds=200, sci_determinants=10), **where, details=details)
     assert label == "sci(cisd_cas(6, 6)+uhf(200))" and grown.dets.shape[0] == 2 * seeded.dets.shape[0]
+    assert all(tuple(d) in {tuple(g) for g in grown.dets.tolist()} for d in seeded.dets.tolist())
+    assert details["seeds"]["added"] == seeded.dets.shape[0] - plain.dets.shape[0] and details["seeds"]["energy"] < 0
     with pytest.raises(ValueError, match="seeds"):
         StartSettings(seeds=-1)
+    with pytest.raises(ValueError, match="needs a CI target"):
+        StartSettings(mode="hf", seeds=10)
+
+
+def test_seeds_where_no_uhf_converges_leave_the_target_as_it_was(monkeypatch):
+    from hamiltonians.references import uhf_determinants as module
+
+    H = from_pyscf("N 0 0 0; N 0 0 2.0", "sto-3g")
+    where = dict(hf_occupation=H.aufbau_occupation(), order=list(range(H.n_orbitals)))
+    plain, _ = ci_target(H, StartSettings(mode="cisd"), **where)
+    monkeypatch.setattr(module, "solve_uhf", lambda *a, **k: (None, None, ""))
+    details: dict = {}
+    same, label = ci_target(H, StartSettings(mode="cisd", seeds=50), **where, details=details)
+    assert label == "cisd" and details == {"seeds": None} and torch.equal(same.dets, plain.dets)
 
 
 def lih():
