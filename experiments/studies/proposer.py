@@ -43,7 +43,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from experiments.common import save_results  # noqa: E402
-from hamiltonians.determinants import pack_occupations, unpack_keys  # noqa: E402
+from hamiltonians.determinants import lookup_keys, pack_occupations, unique_keys, unpack_keys  # noqa: E402
 from hamiltonians.sci.connections import outside_sums  # noqa: E402
 from nnqs.app.runconfig import load_config  # noqa: E402
 from nnqs.app.system import build_model, build_system  # noqa: E402
@@ -54,10 +54,6 @@ from samplers.bas import sample  # noqa: E402
 from samplers.without_replacement import sample_without_replacement  # noqa: E402
 
 log = logging.getLogger("proposer")
-
-
-def _rows(keys: torch.Tensor) -> list[tuple]:
-    return [tuple(k) for k in keys.tolist()]
 
 
 def main(argv=None) -> dict:
@@ -87,12 +83,12 @@ def main(argv=None) -> dict:
     gap = pool.energy - H.diagonal(outside.to(H.device)).detach().cpu().double().numpy()
     c1, e = v / gap, v ** 2 / gap   # e <= 0
     order = np.argsort(e, kind="stable")   # most negative first: CIPSI's order
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.size)
-    key_rank = dict(zip(_rows(keys), rank.tolist()))
+    sorted_keys, inverse = unique_keys(keys)   # the outside keys, sorted for lookup_keys
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[inverse.numpy()[order]] = np.arange(order.size)   # rank[i]: CIPSI's rank of sorted_keys[i]
     sum_seconds = time.perf_counter() - began
     fitted = order[:args.fitted]
-    pool_keys = set(_rows(pack_occupations(pool.dets)))
+    pool_keys = unique_keys(pack_occupations(pool.dets))[0]
     log.info("pool %s: %d determinants, E %.8f; %d connected outside (%.1f s), PT2 %.3f mHa, the first %d: %.3f mHa",
              label, pool.dets.shape[0], pool.energy, order.size, sum_seconds, 1e3 * e.sum(), args.fitted,
              1e3 * e[fitted].sum())
@@ -119,15 +115,16 @@ def main(argv=None) -> dict:
             generator = torch.Generator().manual_seed(args.seed)
             batch = (sample_without_replacement(model, args.unique, generator=generator) if args.unique else
                      sample(model, int(args.draws), generator=generator))
-        drawn = _rows(pack_occupations(tokens_to_occupations(batch.tokens).to(torch.uint8)))
-        in_pool = [k for k in drawn if k in pool_keys]
-        ranks = np.array([key_rank[k] for k in drawn if k not in pool_keys and k in key_rank], dtype=np.int64)
+        drawn = pack_occupations(tokens_to_occupations(batch.tokens).to(torch.uint8))
+        in_pool = int((lookup_keys(pool_keys, drawn) >= 0).sum())   # the outside keys lie outside the pool
+        where = lookup_keys(sorted_keys, drawn)
+        ranks = rank[where[where >= 0].numpy()]
         beyond = ranks[ranks >= args.fitted]
         proposed = float(-1e3 * e[order[beyond]].sum()) if beyond.size else 0.0
         next_cipsi = float(-1e3 * e[order[args.fitted:args.fitted + beyond.size]].sum())
-        rows.append({"target": target, "fidelity": fidelity, "fit_seconds": fit_seconds, "unique": len(drawn),
-                     "in_pool": len(in_pool), "in_fitted": int((ranks < args.fitted).sum()),
-                     "beyond_fitted": int(beyond.size), "unconnected": len(drawn) - len(in_pool) - int(ranks.size),
+        rows.append({"target": target, "fidelity": fidelity, "fit_seconds": fit_seconds, "unique": int(drawn.shape[0]),
+                     "in_pool": in_pool, "in_fitted": int((ranks < args.fitted).sum()),
+                     "beyond_fitted": int(beyond.size), "unconnected": int(drawn.shape[0]) - in_pool - int(ranks.size),
                      "beyond_pt2_mha": proposed, "cipsi_next_pt2_mha": next_cipsi,
                      "beyond_median_rank": float(np.median(beyond)) if beyond.size else None})
         log.info("%s", rows[-1])
