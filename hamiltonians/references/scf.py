@@ -47,6 +47,7 @@ class SCFResult:
         guess, method: the guess and the attempt (``"diis"``, ``"level shift"``, ``"newton"``) it
             came from.
         uhf_energy: the lowest converged UHF energy (``None`` when none converged).
+        uhf, uhf_guess: that UHF's PySCF object and the guess it came from.
         attempts: one record per attempt: guess, method, kind, converged, energy, stability rounds.
     """
 
@@ -55,6 +56,8 @@ class SCFResult:
     guess: str = ""
     method: str = ""
     uhf_energy: float | None = None
+    uhf: Any = None
+    uhf_guess: str = ""
     attempts: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -126,7 +129,7 @@ def scf_in_basis(H: Hamiltonian, guesses: dict[str, torch.Tensor]) -> SCFResult:
             energy = record["energy"]
             if kind == "uhf":
                 if result.uhf_energy is None or energy < result.uhf_energy - 1e-10:
-                    result.uhf_energy = energy
+                    result.uhf_energy, result.uhf, result.uhf_guess = energy, mf, name
             elif result.energy is None or energy < result.energy - 1e-10:
                 result.mf, result.energy, result.guess, result.method = mf, energy, name, method
     log.info("SCF in the given orbitals: %s %s (guess %s, %s), UHF %s", restricted.upper(),

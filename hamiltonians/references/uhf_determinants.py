@@ -9,9 +9,9 @@ selected CI grows from far better than CISD.
 
 Rules:
 
-* The UHF is solved in ``H``'s own orbitals (:func:`hamiltonians.references.scf._mean_field`:
+* The UHF is solved in ``H``'s own orbitals (:func:`hamiltonians.references.scf.scf_in_basis`:
   PySCF, custom integrals, identity overlap) from the diagonal densities of the given
-  occupations, and from the restricted solution's orbitals with its frontier pair mixed at 45
+  occupations, and from the lowest restricted solution's orbitals with its frontier pair mixed at 45
   degrees in opposite senses for the two spins (the textbook broken-symmetry guess); each is
   converged as :mod:`hamiltonians.references.scf` does and followed down its internal
   instabilities (spin-symmetry breaking is one). The lowest energy wins.
@@ -44,7 +44,7 @@ import torch
 
 from hamiltonians.io.pyscf_io import follow_instabilities
 from hamiltonians.protocol import Hamiltonian
-from hamiltonians.references.scf import _converge, _density
+from hamiltonians.references.scf import _converge, scf_in_basis
 
 __all__ = ["MAX_STRINGS", "UHFDeterminants", "uhf_determinants", "solve_uhf", "largest_products",
            "expansion_reference"]
@@ -107,27 +107,17 @@ def _mixed_guess(mf_restricted) -> np.ndarray:
 
 def solve_uhf(H: Hamiltonian, guesses: dict[str, torch.Tensor]):
     """``(uhf, restricted_energy, guess)``: the lowest UHF (a converged PySCF object, or ``None``)
-    from ``guesses`` (``{name: occupation [2N]}``) and the mixed guess (see the module)."""
-    restricted = "rhf" if H.n_alpha == H.n_beta else "rohf"
-    densities: dict[str, np.ndarray] = {name: _density(occ.to(torch.uint8).cpu(), "uhf") for name, occ in guesses.items()}
-    restricted_energy = None
-    for name, occ in guesses.items():
-        mf, _ = _converge(H, restricted, _density(occ.to(torch.uint8).cpu(), restricted))
-        if mf is None:
-            continue
-        mf, _ = follow_instabilities(mf)
-        if mf.converged and (restricted_energy is None or mf.e_tot < restricted_energy):
-            restricted_energy = float(mf.e_tot)
-            densities["mixed frontier pair"] = _mixed_guess(mf)
-    best, best_name = None, ""
-    for name, dm0 in densities.items():
-        mf, _ = _converge(H, "uhf", dm0)
-        if mf is None:
-            continue
-        mf, _ = follow_instabilities(mf)
-        if mf.converged and (best is None or mf.e_tot < best.e_tot - 1e-10):
-            best, best_name = mf, name
-    return best, restricted_energy, best_name
+    from ``guesses`` (``{name: occupation [2N]}``,
+    :func:`hamiltonians.references.scf.scf_in_basis`) and from the mixed guess (see the module)."""
+    result = scf_in_basis(H, guesses)
+    best, best_name = result.uhf, result.uhf_guess
+    if result.mf is not None:
+        mf, _ = _converge(H, "uhf", _mixed_guess(result.mf))
+        if mf is not None:
+            mf, _ = follow_instabilities(mf)
+            if mf.converged and (best is None or mf.e_tot < best.e_tot - 1e-10):
+                best, best_name = mf, "mixed frontier pair"
+    return best, result.energy, best_name
 
 
 def _strings(n: int, k: int, reference: tuple[int, ...], limit: int) -> tuple[np.ndarray, int]:
