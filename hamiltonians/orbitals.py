@@ -21,7 +21,7 @@ from hamiltonians.molecular import MolecularHamiltonian
 
 __all__ = ["ORBITALS", "OrbitalChoice", "rotate_orbitals"]
 
-ORBITALS = ("auto", "given", "scf")
+ORBITALS = ("auto", "given", "scf", "natural")
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class OrbitalChoice:
     """What :func:`nnqs.app.orbitals.choose_orbitals` decided.
 
     Attributes:
-        kind: ``"given"`` or ``"scf"``: the orbitals the run solves in.
+        kind: ``"given"``, ``"scf"`` or ``"natural"``: the orbitals the run solves in.
         reason: why, in words.
         rotation: float64 ``[N, N]`` (column ``k``: the run's orbital ``k`` in the given ones), or
             ``None`` for the given orbitals.
@@ -37,6 +37,8 @@ class OrbitalChoice:
         probes: ``{"given", "scf"}``: each orbital set's CIPSI probe energy
             (:func:`nnqs.app.orbitals.probe_energy`),
             where ``"auto"`` compared them.
+        natural: for ``"natural"``, the CIPSI state whose natural orbitals they are: its
+            ``size`` and ``energy``, and the natural ``occupations`` (descending).
     """
 
     kind: str
@@ -44,9 +46,11 @@ class OrbitalChoice:
     rotation: np.ndarray | None = None
     scf_energy: float | None = None
     probes: dict | None = None
+    natural: dict | None = None
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "reason": self.reason, "scf_energy": self.scf_energy, "probes": self.probes}
+        return {"kind": self.kind, "reason": self.reason, "scf_energy": self.scf_energy, "probes": self.probes,
+                "natural": self.natural}
 
 
 def rotate_orbitals(H: MolecularHamiltonian, rotation) -> MolecularHamiltonian:

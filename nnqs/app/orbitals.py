@@ -1,4 +1,4 @@
-"""Which orbitals a run solves in (``[molecule] orbitals``): the given ones or their SCF's.
+"""Which orbitals a run solves in (``[molecule] orbitals``): the given ones, their SCF's, or natural ones.
 
 A selected CI or a network pays for the basis it is given: in localised orbitals a delocalised
 state spreads over many more determinants than in Hartree-Fock's, so a run in them needs a larger
@@ -15,6 +15,10 @@ Rules:
   CIPSI (:data:`PROBE_SIZE` determinants from the reference determinant, :func:`probe_energy`)
   reaches the lower ``E_var``: the SCF's where the state is delocalised (near equilibrium), the
   given localised ones where it is not (stretched bonds, where a canonical basis spreads it).
+* ``"natural"`` takes the set ``"auto"`` would, then the natural orbitals
+  (:func:`hamiltonians.sci.natural.natural_orbitals`, most occupied first) of a CIPSI state of
+  :data:`NATURAL_SIZE` determinants in it (from CISD around its reference determinant): a
+  multireference state spreads over fewer determinants in its own natural orbitals.
 * The rotation itself is :func:`hamiltonians.orbitals.rotate_orbitals`.
 """
 
@@ -28,12 +32,14 @@ import torch
 from hamiltonians.molecular import MolecularHamiltonian
 from hamiltonians.orbitals import ORBITALS, OrbitalChoice, rotate_orbitals
 
-__all__ = ["PROBE_SIZE", "choose_orbitals", "probe_energy"]
+__all__ = ["NATURAL_SIZE", "PROBE_SIZE", "choose_orbitals", "natural_rotation", "probe_energy"]
 
 log = logging.getLogger(__name__)
 
 #: Determinants of the CIPSI probe that compares two orbital sets (:func:`probe_energy`).
 PROBE_SIZE = 512
+#: Determinants of the CIPSI state whose natural orbitals ``"natural"`` takes (:func:`natural_rotation`).
+NATURAL_SIZE = 8192
 
 
 def choose_orbitals(H: MolecularHamiltonian, kind: str = "auto", found=None) -> OrbitalChoice:
@@ -47,6 +53,14 @@ def choose_orbitals(H: MolecularHamiltonian, kind: str = "auto", found=None) -> 
         raise ValueError(f"orbitals must be one of {', '.join(map(repr, ORBITALS))}, got {kind!r}")
     if kind == "given":
         return OrbitalChoice("given", "as given ([molecule] orbitals = \"given\")")
+    if kind == "natural":
+        base = choose_orbitals(H, "auto", found)
+        rotation, natural = natural_rotation(H if base.rotation is None else rotate_orbitals(H, base.rotation))
+        if base.rotation is not None:
+            rotation = base.rotation @ rotation
+        reason = (f"natural orbitals of {natural['size']} CIPSI determinants ({natural['energy']:.8f} Ha) in the "
+                  f"{'given' if base.rotation is None else 'SCF'} orbitals, which \"auto\" chose: {base.reason}")
+        return OrbitalChoice("natural", reason, rotation, base.scf_energy, base.probes, natural)
     from hamiltonians.reference_determinant import lowest_determinant
     from hamiltonians.references.scf import scf_in_basis
 
@@ -85,3 +99,20 @@ def probe_energy(H: MolecularHamiltonian, reference: torch.Tensor | None = None,
                         reference="auto" if reference is None else reference)
     e_var, _ = solver.kernel(H)
     return float(e_var)
+
+
+def natural_rotation(H: MolecularHamiltonian, size: int | None = None) -> tuple[np.ndarray, dict]:
+    """``(rotation [N, N], record)``: the natural orbitals of CIPSI's state of ``size``
+    (:data:`NATURAL_SIZE`) determinants grown from CISD around ``H``'s reference determinant, as
+    columns in ``H``'s orbitals, most occupied first; ``record``: that state's ``size`` and
+    ``energy``, and the natural ``occupations``."""
+    from hamiltonians.sci.natural import natural_orbitals, one_rdm
+    from hamiltonians.sci.solver import SelectedCI
+
+    solver = SelectedCI(start="cisd", max_size=size or NATURAL_SIZE, pt2="none", extrapolation=())
+    e_var, state = solver.kernel(H)
+    occupations, rotation = natural_orbitals(*one_rdm(H.n_orbitals, state.dets, state.coefficients))
+    log.info("natural orbitals of %d CIPSI determinants (%.8f Ha): occupations %s", state.size, e_var,
+             " ".join(f"{x:.4f}" for x in occupations))
+    return rotation, {"size": int(state.size), "energy": float(e_var),
+                      "occupations": [round(float(x), 6) for x in occupations]}

@@ -75,7 +75,8 @@ class MoleculeConfig:
             ``"auto"`` (the given ones, unless none of their determinants is a Hartree-Fock one,
             an SCF converges in them and a small CIPSI reaches lower in that SCF's canonical
             orbitals: then those, so that a localised FCIDUMP costs what the canonical one does
-            near equilibrium), ``"given"`` or ``"scf"``.
+            near equilibrium), ``"given"``, ``"scf"``, or ``"natural"`` (``"auto"``'s, then the
+            natural orbitals of a CIPSI state of 8,192 determinants in them: for multireference states).
         reference: the determinant every expansion starts from (the start's CI spaces, the
             loop's first pool, the network's ``p_HF``): ``"auto"`` (the lowest ``<D|H|D>`` a
             search over occupations finds, :func:`hamiltonians.reference_determinant.lowest_determinant`;
@@ -124,7 +125,7 @@ class MoleculeConfig:
 #: The named orbital orders and reference determinants of ``[molecule]``.
 ORBITAL_ORDERS = ("given", "reversed", "frontier_last", "fiedler")
 REFERENCES = ("auto", "aufbau")
-ORBITALS = ("auto", "given", "scf")   # hamiltonians.orbitals.ORBITALS
+ORBITALS = ("auto", "given", "scf", "natural")   # hamiltonians.orbitals.ORBITALS
 
 
 @dataclass(frozen=True)

@@ -81,10 +81,11 @@ def system_in_order(config: MoleculeConfig, H: MolecularHamiltonian, *, referenc
                     fci_max_determinants: int = FCI_MAX_DETERMINANTS) -> System:
     """The :class:`System` of integrals ``H`` already in ``config``'s autoregressive order (a
     run's saved integrals): the order is undone, and the system rebuilt as :func:`build_system`
-    does from the original integrals (references there, where the lowest orbitals are HF)."""
+    does from the original integrals (references there, where the lowest orbitals are HF), but
+    not rotated again: the saved integrals are in the orbitals the run chose (``[molecule] orbitals``)."""
     order = _saved_order(config, H)
     original = permute_orbitals(H, sorted(range(H.n_orbitals), key=order.__getitem__))  # undo the order
-    return _ordered_system(config, original, references, fci_max_determinants)
+    return _ordered_system(config, original, references, fci_max_determinants, rotate=False)
 
 
 def _saved_order(config: MoleculeConfig, H: MolecularHamiltonian) -> list[int]:
@@ -156,15 +157,15 @@ def build_system(config: MoleculeConfig, *, references: bool = True, fci_max_det
 
 
 def _ordered_system(config: MoleculeConfig, H: MolecularHamiltonian, references: bool,
-                    fci_max_determinants: int) -> System:
+                    fci_max_determinants: int, *, rotate: bool = True) -> System:
     """References of the original integrals ``H`` (the quick ones, :mod:`nnqs.app.references`),
-    then ``H`` moved into ``config``'s order."""
+    then ``H`` rotated (with ``rotate``, :func:`arranged`) and moved into ``config``'s order."""
     refs: dict = {}
     if references:
         if H.n_determinants > fci_max_determinants and config.dmrg:
             log.info("%.3g determinants: beyond FCI, the reference is DMRG (block2)", H.n_determinants)
         refs = quick_references(H, dmrg=config.dmrg, fci_max_determinants=fci_max_determinants)
-    system = arranged(config, H, refs)
+    system = arranged(config, H, refs, rotate=rotate)
     log.info("system %s: N=%d, (%d, %d) electrons, references %s", config.name, H.n_orbitals, H.n_alpha, H.n_beta,
              {k: v for k, v in refs.items() if k not in ("notes", "details")})
     return system

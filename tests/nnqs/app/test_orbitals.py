@@ -1,6 +1,7 @@
 """Which orbitals a run solves in (:mod:`nnqs.app.orbitals`): localised orbitals rotated into their
 SCF's where a small CIPSI reaches lower there, kept where it does not."""
 
+import numpy as np
 import pytest
 
 from hamiltonians.exact import ground_state_energy
@@ -34,4 +35,27 @@ def test_localised_orbitals_go_where_a_small_cipsi_reaches_lower():
     assert stretched.probes["given"] < stretched.probes["scf"]
     assert choose_orbitals(H, "given").rotation is None
     with pytest.raises(ValueError, match="orbitals must be one of"):
-        choose_orbitals(H, "natural")
+        choose_orbitals(H, "canonical")
+
+
+def test_natural_orbitals_are_those_of_the_state_in_auto_s_orbitals():
+    """H8 in Lowdin orbitals at 1.8 bohr: ``"natural"`` rotates into ``"auto"``'s SCF orbitals and
+    then into the natural orbitals of a CIPSI state there; 4,900 determinants are all of them, so
+    that state is the ground state, whose ``dm1`` in the chosen orbitals is diagonal with the
+    recorded occupations, descending."""
+    from hamiltonians.exact import ground_state
+    from hamiltonians.sci.natural import one_rdm
+
+    H = localised_chain(8, 1.8)
+    choice = choose_orbitals(H, "natural")
+    assert choice.kind == "natural" and choice.natural["size"] == H.n_determinants == 4900
+    assert "SCF" in choice.reason and choice.probes["scf"] < choice.probes["given"]
+    energy, _, _ = ground_state(H)
+    assert abs(choice.natural["energy"] - energy) < 1e-9
+    R = rotate_orbitals(H, choice.rotation)
+    e_r, vector, dets = ground_state(R)
+    assert abs(e_r - energy) < 1e-9
+    a, b = one_rdm(R.n_orbitals, dets, vector)
+    occupations = np.asarray(choice.natural["occupations"])
+    assert np.all(np.diff(occupations) <= 0) and abs(occupations.sum() - 8) < 1e-5
+    assert np.abs(a + b - np.diag(occupations)).max() < 1e-6

@@ -127,3 +127,22 @@ def test_fiedler_order_is_taken_from_the_integrals(tmp_path):
     assert torch.equal(system.hf_occupation, expected)
     with pytest.raises(ConfigError, match="reference must be one of"):
         MoleculeConfig(**lih, reference="lowest")
+
+
+def test_saved_integrals_are_not_rotated_again(tmp_path):
+    """A run resumed from its saved integrals (``system_in_order``: the FCIDUMP it was built from is
+    gone) keeps the orbitals the run chose: natural orbitals of localised ones, in the reversed order,
+    come back unchanged rather than as the natural orbitals of the natural orbitals."""
+    from nnqs.app.runconfig import MoleculeConfig
+    from nnqs.app.system import build_system, system_in_order
+    from tests.systems import localised_chain
+
+    path = tmp_path / "h6.fcidump"
+    write_fcidump(localised_chain(6, 1.8), path)
+    config = MoleculeConfig(name="h6", fcidump=str(path), orbitals="natural", orbital_order="reversed")
+    built = build_system(config, references=False)
+    assert built.orbitals is not None and built.orbitals.kind == "natural"
+    again = system_in_order(config, built.hamiltonian, references=False)
+    assert again.order == built.order
+    assert torch.allclose(again.hamiltonian.h1, built.hamiltonian.h1, rtol=0, atol=1e-12)
+    assert torch.equal(again.hf_occupation, built.hf_occupation)
