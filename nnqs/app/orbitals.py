@@ -15,15 +15,20 @@ Rules:
   CIPSI (:data:`PROBE_SIZE` determinants from the reference determinant, :func:`probe_energy`)
   reaches the lower ``E_var``: the SCF's where the state is delocalised (near equilibrium), the
   given localised ones where it is not (stretched bonds, where a canonical basis spreads it).
-* ``"natural"`` takes the set ``"auto"`` would, then the natural orbitals
-  (:func:`hamiltonians.sci.natural.natural_orbitals`, most occupied first) of a CIPSI state of
-  :data:`NATURAL_SIZE` determinants in it (from CISD around its reference determinant): a
-  multireference state spreads over fewer determinants in its own natural orbitals.
+  Past :data:`NATURAL_SIZE` determinants ``"auto"`` then tries that set's natural orbitals (as
+  ``"natural"``) and keeps them where a CIPSI of as many determinants reaches lower in them.
+* ``"natural"`` takes the set ``"auto"`` would without that trial, then the natural orbitals
+  (:func:`hamiltonians.sci.natural.natural_orbitals`, most occupied first) of the CIPSI state of
+  :data:`NATURAL_SIZE` determinants grown from CISD around the reference determinant in it
+  (:func:`natural_rotation`): a multireference state spreads over fewer determinants in its own
+  natural orbitals. Canonical orbitals holding a Hartree-Fock determinant are rotated only by
+  ``"natural"``.
 * The rotation itself is :func:`hamiltonians.orbitals.rotate_orbitals`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import numpy as np
@@ -53,20 +58,23 @@ def choose_orbitals(H: MolecularHamiltonian, kind: str = "auto", found=None) -> 
         raise ValueError(f"orbitals must be one of {', '.join(map(repr, ORBITALS))}, got {kind!r}")
     if kind == "given":
         return OrbitalChoice("given", "as given ([molecule] orbitals = \"given\")")
-    if kind == "natural":
-        base = choose_orbitals(H, "auto", found)
-        rotation, natural = natural_rotation(H if base.rotation is None else rotate_orbitals(H, base.rotation))
-        if base.rotation is not None:
-            rotation = base.rotation @ rotation
-        reason = (f"natural orbitals of {natural['size']} CIPSI determinants ({natural['energy']:.8f} Ha) in the "
-                  f"{'given' if base.rotation is None else 'SCF'} orbitals, which \"auto\" chose: {base.reason}")
-        return OrbitalChoice("natural", reason, rotation, base.scf_energy, base.probes, natural)
     from hamiltonians.reference_determinant import lowest_determinant
-    from hamiltonians.references.scf import scf_in_basis
 
     found = found if found is not None else lowest_determinant(H)
-    if kind == "auto" and not found.found_by.startswith("lowest"):
-        return OrbitalChoice("given", f"a Hartree-Fock determinant of the given orbitals ({found.found_by})")
+    if kind != "scf" and not found.found_by.startswith("lowest"):
+        base = OrbitalChoice("given", f"a Hartree-Fock determinant of the given orbitals ({found.found_by})")
+        return _natural(H, base, compare=False) if kind == "natural" else base
+    base = _given_or_scf(H, kind, found)
+    if kind == "scf" or (kind == "auto" and H.n_determinants <= NATURAL_SIZE):
+        return base
+    return _natural(H, base, compare=kind == "auto")
+
+
+def _given_or_scf(H: MolecularHamiltonian, kind: str, found) -> OrbitalChoice:
+    """``"scf"``, or ``"auto"``'s choice between the given orbitals (no HF determinant among them)
+    and their SCF's by the CIPSI probe."""
+    from hamiltonians.references.scf import scf_in_basis
+
     guesses = {"aufbau": H.aufbau_occupation().to(torch.uint8).cpu(), "reference determinant": found.occupation}
     scf = scf_in_basis(H, guesses)
     if scf.mf is None:
@@ -89,6 +97,27 @@ def choose_orbitals(H: MolecularHamiltonian, kind: str = "auto", found=None) -> 
     return OrbitalChoice("scf", reason, rotation, scf.energy, probes)
 
 
+def _natural(H: MolecularHamiltonian, base: OrbitalChoice, *, compare: bool) -> OrbitalChoice:
+    """``base``'s orbitals rotated into the natural orbitals of a CIPSI state in them; with
+    ``compare``, only where a CIPSI of the same size reaches lower in those (else ``base``, the
+    comparison recorded)."""
+    in_base = H if base.rotation is None else rotate_orbitals(H, base.rotation)
+    rotation, natural = natural_rotation(in_base)
+    where = "given" if base.rotation is None else "SCF"
+    if compare:
+        natural["energy_natural"], _ = _cipsi(rotate_orbitals(in_base, rotation), natural["size"])
+        if not natural["energy_natural"] < natural["energy"] - 1e-6:
+            reason = (f"{base.reason}; the natural orbitals of {natural['size']} CIPSI determinants reach no lower "
+                      f"({natural['energy_natural']:.8f} >= {natural['energy']:.8f} Ha)")
+            return dataclasses.replace(base, reason=reason, natural=natural)
+    if base.rotation is not None:
+        rotation = base.rotation @ rotation
+    reason = f"natural orbitals of {natural['size']} CIPSI determinants ({natural['energy']:.8f} Ha) in the {where} orbitals"
+    if compare:
+        reason += f", where as many reach lower ({natural['energy_natural']:.8f} Ha)"
+    return OrbitalChoice("natural", f"{reason}; {base.reason}", rotation, base.scf_energy, base.probes, natural)
+
+
 def probe_energy(H: MolecularHamiltonian, reference: torch.Tensor | None = None, size: int | None = None) -> float:
     """``E_var`` of CIPSI grown from ``reference`` (default: the one found,
     :func:`~hamiltonians.reference_determinant.lowest_determinant`) to ``size`` (:data:`PROBE_SIZE`)
@@ -107,12 +136,18 @@ def natural_rotation(H: MolecularHamiltonian, size: int | None = None) -> tuple[
     columns in ``H``'s orbitals, most occupied first; ``record``: that state's ``size`` and
     ``energy``, and the natural ``occupations``."""
     from hamiltonians.sci.natural import natural_orbitals, one_rdm
-    from hamiltonians.sci.solver import SelectedCI
 
-    solver = SelectedCI(start="cisd", max_size=size or NATURAL_SIZE, pt2="none", extrapolation=())
-    e_var, state = solver.kernel(H)
+    e_var, state = _cipsi(H, size or NATURAL_SIZE)
     occupations, rotation = natural_orbitals(*one_rdm(H.n_orbitals, state.dets, state.coefficients))
     log.info("natural orbitals of %d CIPSI determinants (%.8f Ha): occupations %s", state.size, e_var,
              " ".join(f"{x:.4f}" for x in occupations))
     return rotation, {"size": int(state.size), "energy": float(e_var),
                       "occupations": [round(float(x), 6) for x in occupations]}
+
+
+def _cipsi(H: MolecularHamiltonian, size: int):
+    """``(E_var, state)`` of CIPSI grown from CISD around ``H``'s reference determinant to ``size``."""
+    from hamiltonians.sci.solver import SelectedCI
+
+    e_var, state = SelectedCI(start="cisd", max_size=size, pt2="none", extrapolation=()).kernel(H)
+    return float(e_var), state

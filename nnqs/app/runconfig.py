@@ -75,8 +75,10 @@ class MoleculeConfig:
             ``"auto"`` (the given ones, unless none of their determinants is a Hartree-Fock one,
             an SCF converges in them and a small CIPSI reaches lower in that SCF's canonical
             orbitals: then those, so that a localised FCIDUMP costs what the canonical one does
-            near equilibrium), ``"given"``, ``"scf"``, or ``"natural"`` (``"auto"``'s, then the
-            natural orbitals of a CIPSI state of 8,192 determinants in them: for multireference states).
+            near equilibrium; then, past 8,192 determinants, those orbitals' natural ones where a
+            CIPSI of 8,192 determinants reaches lower in them), ``"given"``, ``"scf"``, or
+            ``"natural"`` (always the natural orbitals of that CIPSI state in ``"auto"``'s set,
+            canonical orbitals included: for multireference states).
         reference: the determinant every expansion starts from (the start's CI spaces, the
             loop's first pool, the network's ``p_HF``): ``"auto"`` (the lowest ``<D|H|D>`` a
             search over occupations finds, :func:`hamiltonians.reference_determinant.lowest_determinant`;

@@ -29,7 +29,7 @@ def test_localised_orbitals_go_where_a_small_cipsi_reaches_lower():
     assert lowest_determinant(R).found_by == "aufbau (Hartree-Fock)"
     assert abs(ground_state_energy(R) - ground_state_energy(H)) < 1e-9
     canonical = from_pyscf("; ".join(f"H 0 0 {0.9525 * i}" for i in range(8)), "sto-3g")
-    assert choose_orbitals(canonical, "auto").probes is None
+    assert choose_orbitals(canonical, "auto").probes is None and choose_orbitals(canonical, "auto").natural is None
     stretched = choose_orbitals(localised_chain(12, 3.6), "auto")
     assert stretched.kind == "given" and stretched.rotation is None
     assert stretched.probes["given"] < stretched.probes["scf"]
@@ -59,3 +59,32 @@ def test_natural_orbitals_are_those_of_the_state_in_auto_s_orbitals():
     occupations = np.asarray(choice.natural["occupations"])
     assert np.all(np.diff(occupations) <= 0) and abs(occupations.sum() - 8) < 1e-5
     assert np.abs(a + b - np.diag(occupations)).max() < 1e-6
+
+
+def test_auto_keeps_natural_orbitals_only_where_cipsi_reaches_lower_in_them(monkeypatch):
+    """H10 in Lowdin orbitals at 1.8 bohr (63,504 determinants, past ``NATURAL_SIZE``): ``"auto"``
+    goes to the SCF's orbitals, then to the natural orbitals of 8,192 CIPSI determinants there,
+    where as many reach lower; the recorded energy is that of a CIPSI in the chosen orbitals. With
+    a natural rotation that scrambles the orbitals instead, ``"auto"`` keeps the SCF's and records
+    why."""
+    import nnqs.app.orbitals as orbitals
+
+    H = localised_chain(10, 1.8)
+    choice = choose_orbitals(H, "auto")
+    assert choice.kind == "natural" and choice.natural["size"] == orbitals.NATURAL_SIZE
+    assert choice.natural["energy_natural"] < choice.natural["energy"]
+    e_chosen, _ = orbitals._cipsi(rotate_orbitals(H, choice.rotation), orbitals.NATURAL_SIZE)
+    assert abs(e_chosen - choice.natural["energy_natural"]) < 1e-9
+
+    real = orbitals.natural_rotation
+
+    def scrambled(H, size=None):
+        _, record = real(H, size)
+        q, _ = np.linalg.qr(np.random.default_rng(0).normal(size=(H.n_orbitals, H.n_orbitals)))
+        return q, record
+
+    monkeypatch.setattr(orbitals, "natural_rotation", scrambled)
+    kept = choose_orbitals(H, "auto")
+    assert kept.kind == "scf" and "reach no lower" in kept.reason
+    assert kept.natural["energy_natural"] > kept.natural["energy"]
+    assert np.abs(kept.rotation - choose_orbitals(H, "scf").rotation).max() < 1e-12
