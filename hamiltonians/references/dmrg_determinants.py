@@ -9,8 +9,8 @@ Rules:
 
 * The MPS is solved in ``SZ`` symmetry (determinants, the Hamiltonian's own ``(n_alpha, n_beta)``
   sector) at ``bond_dim`` for ``sweeps`` sweeps (noise 1e-4 in the first half, none after), over
-  the integrals as given; ``block2`` reorders the sites (Fiedler) and the determinants are put back
-  in the Hamiltonian's orbital order.
+  the integrals as given; ``block2`` reorders the sites (Fiedler), and ``get_csf_coefficients``
+  gives the determinants back in the Hamiltonian's orbital order (it undoes its own reordering).
 * ``block2``'s determinant search (``DMRGDriver.get_csf_coefficients``) gives every determinant with
   ``|c| >= cutoff``; the ``n_determinants`` largest are kept. Only the set is used downstream:
   the caller diagonalises ``H`` on it in its own sign convention, so ``block2``'s phase
@@ -80,10 +80,8 @@ def dmrg_determinants(H: Hamiltonian, *, bond_dim: int = 100, sweeps: int = 10, 
         ket = driver.get_random_mps(tag="GS", bond_dim=bond_dim, nroots=1)
         energy = float(driver.dmrg(mpo, ket, n_sweeps=sweeps, bond_dims=schedule, noises=noises,
                                    thrds=[1e-8] * sweeps, iprint=0))
-        codes, values = driver.get_csf_coefficients(ket, cutoff=cutoff, iprint=0)
+        codes, values = driver.get_csf_coefficients(ket, cutoff=cutoff, iprint=0)   # in the orbitals' order
         codes = np.asarray(codes, dtype=np.uint8).reshape(-1, H.n_orbitals)
-        if driver.reorder_idx is not None:   # MPS sites -> the Hamiltonian's orbitals
-            codes = codes[:, np.argsort(driver.reorder_idx)]
         del driver
     weights = np.abs(np.asarray(values)) ** 2
     keep = np.argsort(-weights, kind="stable")[:n_determinants]
