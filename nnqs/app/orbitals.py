@@ -22,7 +22,9 @@ Rules:
   :data:`NATURAL_SIZE` determinants grown from CISD around the reference determinant in it
   (:func:`natural_rotation`): a multireference state spreads over fewer determinants in its own
   natural orbitals. Canonical orbitals holding a Hartree-Fock determinant are rotated only by
-  ``"natural"``.
+  ``"natural"``. In natural orbitals the reference determinant is the aufbau one, the most occupied
+  orbitals (:func:`natural_reference`: the leading determinant of the state they come from), not the
+  lowest ``<D|H|D>``, which there is some other, minor configuration.
 * The rotation itself is :func:`hamiltonians.orbitals.rotate_orbitals`.
 """
 
@@ -37,7 +39,7 @@ import torch
 from hamiltonians.molecular import MolecularHamiltonian
 from hamiltonians.orbitals import ORBITALS, OrbitalChoice, rotate_orbitals
 
-__all__ = ["NATURAL_SIZE", "PROBE_SIZE", "choose_orbitals", "natural_rotation", "probe_energy"]
+__all__ = ["NATURAL_SIZE", "PROBE_SIZE", "choose_orbitals", "natural_reference", "natural_rotation", "probe_energy"]
 
 log = logging.getLogger(__name__)
 
@@ -151,3 +153,13 @@ def _cipsi(H: MolecularHamiltonian, size: int):
 
     e_var, state = SelectedCI(start="cisd", max_size=size, pt2="none", extrapolation=()).kernel(H)
     return float(e_var), state
+
+
+def natural_reference(H: MolecularHamiltonian):
+    """The reference determinant in natural orbitals (most occupied first): the aufbau one, as a
+    :class:`~hamiltonians.reference_determinant.FoundReference`."""
+    from hamiltonians.reference_determinant import FoundReference
+
+    occupation = H.aufbau_occupation().to(torch.uint8).cpu()
+    energy = float(H.diagonal(occupation[None].to(H.device))[0])
+    return FoundReference(occupation, energy, "aufbau (the most occupied natural orbitals)", energy)

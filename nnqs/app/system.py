@@ -21,7 +21,7 @@ from hamiltonians.determinants import hf_occupation_in_order, occupations_in_ord
 from hamiltonians.molecular import permute_orbitals
 from hamiltonians.orbitals import OrbitalChoice, rotate_orbitals
 from hamiltonians.reference_determinant import FoundReference, fiedler_order, lowest_determinant
-from nnqs.app.orbitals import choose_orbitals
+from nnqs.app.orbitals import choose_orbitals, natural_reference
 from nnqs.app.references import FCI_MAX_DETERMINANTS, all_references, pending, quick_references
 from nnqs.app.runconfig import ConfigError, MoleculeConfig
 from nnqs.wavefunction.config import ModelConfig
@@ -174,7 +174,9 @@ def _ordered_system(config: MoleculeConfig, H: MolecularHamiltonian, references:
 def arranged(config: MoleculeConfig, H: MolecularHamiltonian, references: dict, *, rotate: bool = True) -> System:
     """The :class:`System` of integrals ``H``: rotated into ``[molecule] orbitals`` (with
     ``rotate``; in-memory solvers keep the orbitals they are given), its reference determinant
-    found (``[molecule] reference``), then the orbitals moved into ``[molecule] orbital_order``."""
+    found (``[molecule] reference``; in natural orbitals the most occupied ones,
+    :func:`~nnqs.app.orbitals.natural_reference`), then the orbitals moved into
+    ``[molecule] orbital_order``."""
     found, choice = None, None
     if config.reference == "auto" or (rotate and config.orbitals != "given"):
         found = lowest_determinant(H)
@@ -186,7 +188,7 @@ def arranged(config: MoleculeConfig, H: MolecularHamiltonian, references: dict, 
         if choice.rotation is not None:
             log.warning("orbitals rotated: %s", choice.reason)
             H = rotate_orbitals(H, choice.rotation)
-            found = lowest_determinant(H)
+            found = natural_reference(H) if choice.kind == "natural" else lowest_determinant(H)
     if config.reference != "auto":
         found = None
     elif found is not None:

@@ -142,6 +142,11 @@ def test_saved_integrals_are_not_rotated_again(tmp_path):
     config = MoleculeConfig(name="h6", fcidump=str(path), orbitals="natural", orbital_order="reversed")
     built = build_system(config, references=False)
     assert built.orbitals is not None and built.orbitals.kind == "natural"
+    # In natural orbitals the reference is the most occupied ones (not the lowest <D|H|D>), wherever the order puts them.
+    from hamiltonians.determinants import hf_occupation_in_order
+
+    assert built.reference is not None and built.reference.found_by.startswith("aufbau (the most occupied")
+    assert torch.equal(built.hf_occupation, hf_occupation_in_order(built.order, 3, 3).to(torch.uint8))
     again = system_in_order(config, built.hamiltonian, references=False)
     assert again.order == built.order
     assert torch.allclose(again.hamiltonian.h1, built.hamiltonian.h1, rtol=0, atol=1e-12)
