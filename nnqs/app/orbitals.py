@@ -16,7 +16,8 @@ Rules:
   reaches the lower ``E_var``: the SCF's where the state is delocalised (near equilibrium), the
   given localised ones where it is not (stretched bonds, where a canonical basis spreads it).
   Past :data:`NATURAL_SIZE` determinants ``"auto"`` then tries that set's natural orbitals (as
-  ``"natural"``) and keeps them where a CIPSI of as many determinants reaches lower in them.
+  ``"natural"``) and keeps them where a CIPSI of as many determinants (from CISD around their
+  aufbau determinant) reaches lower in them.
 * ``"natural"`` takes the set ``"auto"`` would without that trial, then the natural orbitals
   (:func:`hamiltonians.sci.natural.natural_orbitals`, most occupied first) of the CIPSI state of
   :data:`NATURAL_SIZE` determinants grown from CISD around the reference determinant in it
@@ -107,7 +108,7 @@ def _natural(H: MolecularHamiltonian, base: OrbitalChoice, *, compare: bool) -> 
     rotation, natural = natural_rotation(in_base)
     where = "given" if base.rotation is None else "SCF"
     if compare:
-        natural["energy_natural"], _ = _cipsi(rotate_orbitals(in_base, rotation), natural["size"])
+        natural["energy_natural"], _ = _cipsi(rotate_orbitals(in_base, rotation), natural["size"], "aufbau")
         if not natural["energy_natural"] < natural["energy"] - 1e-6:
             reason = (f"{base.reason}; the natural orbitals of {natural['size']} CIPSI determinants reach no lower "
                       f"({natural['energy_natural']:.8f} >= {natural['energy']:.8f} Ha)")
@@ -147,11 +148,13 @@ def natural_rotation(H: MolecularHamiltonian, size: int | None = None) -> tuple[
                       "occupations": [round(float(x), 6) for x in occupations]}
 
 
-def _cipsi(H: MolecularHamiltonian, size: int):
-    """``(E_var, state)`` of CIPSI grown from CISD around ``H``'s reference determinant to ``size``."""
+def _cipsi(H: MolecularHamiltonian, size: int, reference: str = "auto"):
+    """``(E_var, state)`` of CIPSI grown from CISD around ``H``'s reference determinant (``"auto"``:
+    the one found; ``"aufbau"``: the most occupied orbitals, as in natural ones) to ``size``."""
     from hamiltonians.sci.solver import SelectedCI
 
-    e_var, state = SelectedCI(start="cisd", max_size=size, pt2="none", extrapolation=()).kernel(H)
+    e_var, state = SelectedCI(start="cisd", max_size=size, pt2="none", extrapolation=(),
+                              reference=reference).kernel(H)
     return float(e_var), state
 
 

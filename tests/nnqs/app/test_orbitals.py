@@ -16,7 +16,8 @@ def test_localised_orbitals_go_where_a_small_cipsi_reaches_lower():
     """H8 in Lowdin orbitals at 1.8 bohr: no HF determinant among them, and 512 CIPSI determinants
     reach 0.5 Ha lower in their RHF's canonical orbitals, so ``"auto"`` rotates into those (whose
     aufbau determinant has the RHF energy). H12 stretched to 3.6 bohr: the localised orbitals reach
-    lower and are kept. Canonical orbitals are kept without a probe."""
+    lower than the SCF's, and their natural orbitals lower still. Canonical orbitals are kept
+    without a probe."""
     from hamiltonians import from_pyscf
     from hamiltonians.reference_determinant import lowest_determinant
 
@@ -31,8 +32,9 @@ def test_localised_orbitals_go_where_a_small_cipsi_reaches_lower():
     canonical = from_pyscf("; ".join(f"H 0 0 {0.9525 * i}" for i in range(8)), "sto-3g")
     assert choose_orbitals(canonical, "auto").probes is None and choose_orbitals(canonical, "auto").natural is None
     stretched = choose_orbitals(localised_chain(12, 3.6), "auto")
-    assert stretched.kind == "given" and stretched.rotation is None
-    assert stretched.probes["given"] < stretched.probes["scf"]
+    assert stretched.probes["given"] < stretched.probes["scf"]   # then the given ones' natural orbitals, lower still
+    assert stretched.kind == "natural" and "in the given orbitals" in stretched.reason
+    assert stretched.natural["energy_natural"] < stretched.natural["energy"]
     assert choose_orbitals(H, "given").rotation is None
     with pytest.raises(ValueError, match="orbitals must be one of"):
         choose_orbitals(H, "canonical")
@@ -73,7 +75,7 @@ def test_auto_keeps_natural_orbitals_only_where_cipsi_reaches_lower_in_them(monk
     choice = choose_orbitals(H, "auto")
     assert choice.kind == "natural" and choice.natural["size"] == orbitals.NATURAL_SIZE
     assert choice.natural["energy_natural"] < choice.natural["energy"]
-    e_chosen, _ = orbitals._cipsi(rotate_orbitals(H, choice.rotation), orbitals.NATURAL_SIZE)
+    e_chosen, _ = orbitals._cipsi(rotate_orbitals(H, choice.rotation), orbitals.NATURAL_SIZE, "aufbau")
     assert abs(e_chosen - choice.natural["energy_natural"]) < 1e-9
 
     real = orbitals.natural_rotation
