@@ -50,6 +50,9 @@ class System:
             reference = "auto"``; its occupation in the original order), or ``None``: the aufbau one.
         orbitals: the :class:`~hamiltonians.orbitals.OrbitalChoice` (``[molecule] orbitals``): the
             original orbitals are the given ones, or the given ones rotated by its ``rotation``.
+        given_hamiltonian: the integrals in the given orbitals where they were rotated (else
+            ``None``): the references are computed and cached on them, whichever orbitals a run
+            chose (:func:`references_hamiltonian`).
         hf_occupation: uint8 ``[2N]``, the reference determinant in this order: :attr:`reference`'s
             (the lowest-index original orbitals occupied where it is ``None``), wherever the order
             puts its orbitals. Every expansion starts from it.
@@ -64,6 +67,7 @@ class System:
     references: dict
     reference: FoundReference | None = None
     orbitals: OrbitalChoice | None = None
+    given_hamiltonian: MolecularHamiltonian | None = None
 
     @property
     def hf_occupation(self) -> torch.Tensor:
@@ -177,7 +181,7 @@ def arranged(config: MoleculeConfig, H: MolecularHamiltonian, references: dict, 
     found (``[molecule] reference``; in natural orbitals the most occupied ones,
     :func:`~nnqs.app.orbitals.natural_reference`), then the orbitals moved into
     ``[molecule] orbital_order``."""
-    found, choice = None, None
+    found, choice, given = None, None, None
     if config.reference == "auto" or (rotate and config.orbitals != "given"):
         found = lowest_determinant(H)
     if rotate and config.orbitals != "given":
@@ -187,7 +191,7 @@ def arranged(config: MoleculeConfig, H: MolecularHamiltonian, references: dict, 
             raise ConfigError(f"[molecule] {error}") from None
         if choice.rotation is not None:
             log.warning("orbitals rotated: %s", choice.reason)
-            H = rotate_orbitals(H, choice.rotation)
+            given, H = H, rotate_orbitals(H, choice.rotation)
             found = natural_reference(H) if choice.kind == "natural" else lowest_determinant(H)
     if config.reference != "auto":
         found = None
@@ -198,7 +202,7 @@ def arranged(config: MoleculeConfig, H: MolecularHamiltonian, references: dict, 
         H = permute_orbitals(H, order)
         log.info("orbital order (%s): %s", config.orbital_order if isinstance(config.orbital_order, str) else "a list",
                  order)
-    return System(H, order, references, found, choice)
+    return System(H, order, references, found, choice, given)
 
 
 def original_hamiltonian(system: System) -> MolecularHamiltonian:
@@ -209,11 +213,18 @@ def original_hamiltonian(system: System) -> MolecularHamiltonian:
     return permute_orbitals(H, sorted(range(H.n_orbitals), key=system.order.__getitem__))
 
 
+def references_hamiltonian(system: System) -> MolecularHamiltonian:
+    """The integrals ``system``'s references are computed and cached on: the given ones (before
+    any rotation; the energies do not depend on the orbitals, the cache's key does), else
+    :func:`original_hamiltonian`."""
+    return system.given_hamiltonian if system.given_hamiltonian is not None else original_hamiltonian(system)
+
+
 def complete_references(config: MoleculeConfig, system: System, *, compute: bool = True,
                         fci_max_determinants: int = FCI_MAX_DETERMINANTS) -> System:
-    """``system`` with its slow references too (:func:`nnqs.app.references.all_references`):
-    computed now with ``compute``, else those the cache holds by now."""
-    H = original_hamiltonian(system).to(device="cpu")
+    """``system`` with its slow references too (:func:`nnqs.app.references.all_references`) on
+    :func:`references_hamiltonian`: computed now with ``compute``, else those the cache holds by now."""
+    H = references_hamiltonian(system).to(device="cpu")
     if compute:
         for method in pending(system.references, H.n_determinants, dmrg=config.dmrg,
                               fci_max_determinants=fci_max_determinants):

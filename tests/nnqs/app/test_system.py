@@ -147,6 +147,13 @@ def test_saved_integrals_are_not_rotated_again(tmp_path):
 
     assert built.reference is not None and built.reference.found_by.startswith("aufbau (the most occupied")
     assert torch.equal(built.hf_occupation, hf_occupation_in_order(built.order, 3, 3).to(torch.uint8))
+    # The references are computed (and cached) on the given integrals, not the rotated ones.
+    from nnqs.app.system import references_hamiltonian
+
+    given = references_hamiltonian(built)
+    from hamiltonians import read_fcidump
+
+    assert torch.equal(given.h1, read_fcidump(path).h1) and not torch.allclose(given.h1, built.hamiltonian.h1)
     again = system_in_order(config, built.hamiltonian, references=False)
     assert again.order == built.order
     assert torch.allclose(again.hamiltonian.h1, built.hamiltonian.h1, rtol=0, atol=1e-12)
