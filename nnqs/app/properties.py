@@ -6,8 +6,9 @@ Outputs in the run folder: ``rdms.npz`` and ``natural_occupations.png``. ``rdms.
 ``dm1a, dm1b, dm2aa, dm2ab, dm2bb`` and their ``*_stderr`` (PySCF's conventions, the molecule's own
 orbital order whatever the network's), ``unseen_mass``, ``network_order`` (the network's
 autoregressive order: position ``i`` holds molecule orbital ``network_order[i]``) and, for a run
-with a geometry, ``mo_coeff`` ``[nao, N]``: the active orbitals in PySCF's AO basis, the RDMs'
-columns, so ``mo_coeff @ dm1 @ mo_coeff.T`` is the active AO density (add the core's); for a run
+with a geometry, ``mo_coeff`` ``[nao, N]``: the run's active orbitals (rotated ones included) in
+PySCF's AO basis, the RDMs' columns, so ``mo_coeff @ dm1 @ mo_coeff.T`` is the active AO density
+(add the core's); for a run
 whose orbitals were rotated (``[molecule] orbitals``), ``orbital_rotation`` ``[N, N]``: the run's
 orbitals in the given ones, so ``R @ dm1 @ R.T`` is the 1-RDM in the FCIDUMP's orbitals.
 """
@@ -94,7 +95,8 @@ def run_properties(trained: TrainedRun, run_dir: str | Path, *, n_samples: int |
 
 def _dipole_operator(trained: TrainedRun):
     """``(constant [3], r [3, N, N], mo_coeff [nao, N])`` of the dipole in the molecule's orbital order
-    (:func:`hamiltonians.io.pyscf_io.dipole_operator`), or ``None``: a run from an FCIDUMP has no
+    (:func:`hamiltonians.io.pyscf_io.dipole_operator`, rotated into the run's orbitals where
+    ``[molecule] orbitals`` rotated them), or ``None``: a run from an FCIDUMP has no
     geometry, and orbitals rebuilt unlike the saved ones (a sign, a degenerate pair) would give a
     wrong dipole, so none is given (with a warning)."""
     molecule = trained.config.molecule
@@ -107,6 +109,11 @@ def _dipole_operator(trained: TrainedRun):
                                       frozen_core=molecule.frozen_core,
                                       # MoleculeConfig checks that a given active_space has two entries
                                       active_space=cast("tuple[int, int] | None", tuple(molecule.active_space) or None))
+    orbitals = trained.system.orbitals
+    if orbitals is not None and orbitals.rotation is not None:   # into the run's orbitals (h1' = R^T h1 R)
+        rotation = np.asarray(orbitals.rotation)
+        h1, r = rotation.T @ h1 @ rotation, np.einsum("ap,kab,bq->kpq", rotation, r, rotation)
+        mo_coeff = mo_coeff @ rotation
     saved = original_hamiltonian(trained.system).h1.double().cpu().numpy()
     if saved.shape != h1.shape or np.abs(saved - h1).max() > 1e-6:
         log.warning("the rebuilt orbitals differ from those the run trained on (an orbital's sign or a degenerate "

@@ -82,8 +82,9 @@ class MoleculeConfig:
         reference: the determinant every expansion starts from (the start's CI spaces, the
             loop's first pool, the network's ``p_HF``): ``"auto"`` (the lowest ``<D|H|D>`` a
             search over occupations finds, :func:`hamiltonians.reference_determinant.lowest_determinant`;
-            the lowest-index determinant wherever that is lowest, as for canonical orbitals) or
-            ``"aufbau"`` (the lowest-index orbitals occupied, whatever their energy).
+            the lowest-index determinant wherever that is lowest, as for canonical orbitals; in
+            natural orbitals the most occupied ones, :func:`nnqs.app.orbitals.natural_reference`)
+            or ``"aufbau"`` (the lowest-index orbitals occupied, whatever their energy).
         dmrg: beyond FCI (more than 1e7 determinants), the reference is DMRG (block2, minutes
             to hours; cached); ``false`` computes none but still reports one already in the
             cache (from ``nnqs reference`` or ``experiments/tools/dmrg_reference.py``).

@@ -86,10 +86,15 @@ def system_in_order(config: MoleculeConfig, H: MolecularHamiltonian, *, referenc
     """The :class:`System` of integrals ``H`` already in ``config``'s autoregressive order (a
     run's saved integrals): the order is undone, and the system rebuilt as :func:`build_system`
     does from the original integrals (references there, where the lowest orbitals are HF), but
-    not rotated again: the saved integrals are in the orbitals the run chose (``[molecule] orbitals``)."""
+    not rotated again: the saved integrals are in the orbitals the run chose (``[molecule] orbitals``;
+    with ``"natural"`` their reference determinant is the aufbau one, as when the run began; which
+    orbitals ``"auto"`` chose the saved integrals do not say, so there it is found again)."""
     order = _saved_order(config, H)
     original = permute_orbitals(H, sorted(range(H.n_orbitals), key=order.__getitem__))  # undo the order
-    return _ordered_system(config, original, references, fci_max_determinants, rotate=False)
+    system = _ordered_system(config, original, references, fci_max_determinants, rotate=False)
+    if config.orbitals == "natural" and config.reference == "auto":   # saved in natural orbitals: their reference
+        system = dataclasses.replace(system, reference=natural_reference(original))
+    return system
 
 
 def _saved_order(config: MoleculeConfig, H: MolecularHamiltonian) -> list[int]:

@@ -90,3 +90,25 @@ def test_a_run_in_rotated_orbitals_gives_its_rdms_back_in_the_given_ones(tmp_pat
     solved = trained.system.hamiltonian   # the rotated integrals, in the network's order (here the given one)
     assert abs(np.sum(H.h1.numpy() * given) - np.sum(solved.h1.numpy() * dm1)) < 1e-8
     assert observables.rdms is not None
+
+
+def test_a_run_in_natural_orbitals_keeps_its_dipole(tmp_path, monkeypatch):
+    """LiH solved in natural orbitals (``orbitals = "natural"``): the dipole operator is rotated into
+    them, so the dipole is given and equals PySCF's of the AO density that the saved ``mo_coeff``
+    (the run's orbitals) and RDMs make."""
+    from pyscf import gto, scf
+
+    monkeypatch.setenv("NNQS_REFERENCE_CACHE", str(tmp_path / "refs.json"))
+    config = {**LIH, "molecule": {**LIH["molecule"], "name": "lih_natural", "orbitals": "natural",
+                                  "slow_references": False}}
+    result = run(config_from_dict(config), tmp_path / "nat", progress=False)
+    assert result["orbitals"]["kind"] == "natural"
+    observables = run_properties(load_trained(tmp_path / "nat"), tmp_path / "nat")
+    mu = np.array([observables.functionals[f"dipole_{a}"][0] for a in "xyz"])
+    mol = gto.M(atom=LIH["molecule"]["geometry"], basis="sto-3g", verbose=0)
+    c = scf.RHF(mol).run(conv_tol=1e-11).mo_coeff
+    saved = np.load(tmp_path / "nat" / "rdms.npz")
+    c_act = saved["mo_coeff"]
+    ao = 2 * c[:, :1] @ c[:, :1].T + c_act @ (saved["dm1a"] + saved["dm1b"]) @ c_act.T
+    assert np.abs(scf.hf.dip_moment(mol, ao, unit="AU", verbose=0) - mu).max() < 1e-8
+    assert abs(mu[2]) > 1.0

@@ -158,3 +158,4 @@ def test_saved_integrals_are_not_rotated_again(tmp_path):
     assert again.order == built.order
     assert torch.allclose(again.hamiltonian.h1, built.hamiltonian.h1, rtol=0, atol=1e-12)
     assert torch.equal(again.hf_occupation, built.hf_occupation)
+    assert again.reference is not None and again.reference.found_by.startswith("aufbau (the most occupied")
