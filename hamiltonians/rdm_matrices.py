@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-__all__ = ["RDMs", "RDM_NAMES", "LOCAL_BOUND", "spin_square_coefficients", "unseen_mass"]
+__all__ = ["RDMs", "RDM_NAMES", "LOCAL_BOUND", "natural_orbitals", "spin_square_coefficients", "unseen_mass"]
 
 #: The matrices an :class:`RDMs` holds, spin-resolved then spin-traced.
 RDM_NAMES = ("dm1a", "dm1b", "dm2aa", "dm2ab", "dm2bb", "dm1", "dm2")
@@ -75,10 +75,8 @@ class RDMs:
         return float(sum(np.sum(c * getattr(self, k)) for k, c in spin_square_coefficients(self.n_orbitals).items()))
 
     def natural_orbitals(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(occupations [N] descending, orbitals [N, N])``: eigenpairs of the spin-traced ``dm1``
-        (columns in the Hamiltonian's orbital basis)."""
-        occ, vec = np.linalg.eigh(self.dm1)
-        return occ[::-1].copy(), vec[:, ::-1].copy()
+        """:func:`natural_orbitals` of the spin-traced ``dm1``."""
+        return natural_orbitals(self.dm1)
 
     def reordered(self, order) -> "RDMs":
         """The RDMs in the molecule's own orbital order, from RDMs of a Hamiltonian whose orbital
@@ -90,6 +88,19 @@ class RDMs:
 
         return replace(self, **{n: back(getattr(self, n)) for n in RDM_NAMES[:5]},
                        stderr={k: back(v) for k, v in self.stderr.items()})
+
+
+def natural_orbitals(dm1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(occupations [N] descending, orbitals [N, N])``: eigenpairs of a spin-traced ``dm1``
+    (symmetrised), column ``k`` natural orbital ``k`` in the Hamiltonian's orbitals, the most
+    occupied first (so that the aufbau determinant of a Hamiltonian rotated into them is the
+    natural one), each column's sign fixed so that its largest element is positive."""
+    dm1 = np.asarray(dm1, dtype=np.float64)
+    occupation, vectors = np.linalg.eigh(0.5 * (dm1 + dm1.T))
+    occupation, vectors = occupation[::-1].copy(), vectors[:, ::-1].copy()
+    largest = np.abs(vectors).argmax(axis=0)
+    vectors *= np.sign(vectors[largest, np.arange(vectors.shape[1])])
+    return occupation, vectors
 
 
 def unseen_mass(counts: torch.Tensor, n_samples: int) -> float:

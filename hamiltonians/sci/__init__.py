@@ -8,7 +8,7 @@ Layout (one concept per module; docs/design.md §5):
 * :mod:`~hamiltonians.sci.diagonalise`: the one diagonaliser (ground state or several roots,
   spin penalty, warm start), Rayleigh quotients, truncation.
 * :mod:`~hamiltonians.sci.spin`: ``S^2`` on a set.
-* :mod:`~hamiltonians.sci.natural`: a CI vector's ``dm1`` and natural orbitals.
+* :mod:`~hamiltonians.sci.natural`: a CI vector's exact ``dm1`` (for its natural orbitals).
 * :mod:`~hamiltonians.sci.connections`: sums over the determinants outside a set, and their rankings.
 * :mod:`~hamiltonians.sci.key_sums`: the compiled hash map those sums use.
 * :mod:`~hamiltonians.sci.grow`: the one growth loop (CIPSI or by connection).
@@ -32,7 +32,7 @@ _WHERE = {
     "diagonalise": "diagonalise", "truncate": "diagonalise", "projected_energy": "diagonalise",
     "apply_in_space": "diagonalise",
     "spin_square_matrix": "spin", "spin_square_of": "spin",
-    "one_rdm": "natural", "natural_orbitals": "natural",
+    "one_rdm": "natural",
     "outside_sums": "connections", "extend_by_connection": "connections", "pt2_selection": "connections", "largest_pt2": "connections",
     "grow": "grow",
     "en_pt2": "pt2", "semistochastic_pt2": "pt2", "extrapolate_pt2": "pt2",

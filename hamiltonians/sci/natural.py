@@ -1,4 +1,5 @@
-"""The one-particle density matrix of a CI vector and its natural orbitals.
+"""The one-particle density matrix of a CI vector (its natural orbitals:
+:func:`hamiltonians.rdm_matrices.natural_orbitals` of ``dm1a + dm1b``).
 
 Rules:
 
@@ -8,9 +9,6 @@ Rules:
   Jordan-Wigner signs of :mod:`hamiltonians.excitations` (interleaved spin orbitals ``2P + s``).
   The slow reference is :func:`hamiltonians.references.rdms.reference_rdms` (PySCF's
   ``make_rdm12s`` of the whole vector).
-* :func:`natural_orbitals`: eigenpairs of the spin-summed ``dm1a + dm1b``, occupations descending
-  (the most occupied orbitals first, so that the aufbau determinant of the rotated Hamiltonian is
-  the natural one); each column's sign fixed so that its largest element is positive.
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ from hamiltonians.determinants import (
     unique_keys,
 )
 
-__all__ = ["natural_orbitals", "one_rdm"]
+__all__ = ["one_rdm"]
 
 
 def one_rdm(n_orbitals: int, dets, coefficients) -> tuple[np.ndarray, np.ndarray]:
@@ -84,14 +82,3 @@ def one_rdm(n_orbitals: int, dets, coefficients) -> tuple[np.ndarray, np.ndarray
                 # <a+_a a_i> = dm1s[i, a]: the bra is the moved determinant
                 dm1[s][big_i, big_a] += float((c[target] * c[rows] * sign).sum())
     return dm1[0], dm1[1]
-
-
-def natural_orbitals(dm1a: np.ndarray, dm1b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(occupations [N] descending, orbitals [N, N])`` of ``dm1a + dm1b`` (column ``k``: natural
-    orbital ``k`` in the Hamiltonian's orbitals; see the module)."""
-    dm1 = np.asarray(dm1a) + np.asarray(dm1b)
-    occupation, vectors = np.linalg.eigh(0.5 * (dm1 + dm1.T))
-    occupation, vectors = occupation[::-1].copy(), vectors[:, ::-1].copy()
-    largest = np.abs(vectors).argmax(axis=0)
-    vectors *= np.sign(vectors[largest, np.arange(vectors.shape[1])])
-    return occupation, vectors

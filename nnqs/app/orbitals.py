@@ -19,7 +19,7 @@ Rules:
   ``"natural"``) and keeps them where a CIPSI of as many determinants (from CISD around their
   aufbau determinant) reaches lower in them.
 * ``"natural"`` takes the set ``"auto"`` would without that trial, then the natural orbitals
-  (:func:`hamiltonians.sci.natural.natural_orbitals`, most occupied first) of the CIPSI state of
+  (:func:`hamiltonians.rdm_matrices.natural_orbitals`, most occupied first) of the CIPSI state of
   :data:`NATURAL_SIZE` determinants grown from CISD around the reference determinant in it
   (:func:`natural_rotation`): a multireference state spreads over fewer determinants in its own
   natural orbitals. Canonical orbitals holding a Hartree-Fock determinant are rotated only by
@@ -125,12 +125,7 @@ def probe_energy(H: MolecularHamiltonian, reference: torch.Tensor | None = None,
     """``E_var`` of CIPSI grown from ``reference`` (default: the one found,
     :func:`~hamiltonians.reference_determinant.lowest_determinant`) to ``size`` (:data:`PROBE_SIZE`)
     determinants: how compact the ground state is in ``H``'s orbitals."""
-    from hamiltonians.sci.solver import SelectedCI
-
-    solver = SelectedCI(start="hf", max_size=size or PROBE_SIZE, pt2="none", extrapolation=(),
-                        reference="auto" if reference is None else reference)
-    e_var, _ = solver.kernel(H)
-    return float(e_var)
+    return _cipsi(H, size or PROBE_SIZE, "auto" if reference is None else reference, start="hf")[0]
 
 
 def natural_rotation(H: MolecularHamiltonian, size: int | None = None) -> tuple[np.ndarray, dict]:
@@ -138,22 +133,25 @@ def natural_rotation(H: MolecularHamiltonian, size: int | None = None) -> tuple[
     (:data:`NATURAL_SIZE`) determinants grown from CISD around ``H``'s reference determinant, as
     columns in ``H``'s orbitals, most occupied first; ``record``: that state's ``size`` and
     ``energy``, and the natural ``occupations``."""
-    from hamiltonians.sci.natural import natural_orbitals, one_rdm
+    from hamiltonians.rdm_matrices import natural_orbitals
+    from hamiltonians.sci.natural import one_rdm
 
     e_var, state = _cipsi(H, size or NATURAL_SIZE)
-    occupations, rotation = natural_orbitals(*one_rdm(H.n_orbitals, state.dets, state.coefficients))
+    dm1a, dm1b = one_rdm(H.n_orbitals, state.dets, state.coefficients)
+    occupations, rotation = natural_orbitals(dm1a + dm1b)
     log.info("natural orbitals of %d CIPSI determinants (%.8f Ha): occupations %s", state.size, e_var,
              " ".join(f"{x:.4f}" for x in occupations))
     return rotation, {"size": int(state.size), "energy": float(e_var),
                       "occupations": [round(float(x), 6) for x in occupations]}
 
 
-def _cipsi(H: MolecularHamiltonian, size: int, reference: str = "auto"):
-    """``(E_var, state)`` of CIPSI grown from CISD around ``H``'s reference determinant (``"auto"``:
-    the one found; ``"aufbau"``: the most occupied orbitals, as in natural ones) to ``size``."""
+def _cipsi(H: MolecularHamiltonian, size: int, reference: str | torch.Tensor = "auto", *, start: str = "cisd"):
+    """``(E_var, state)`` of CIPSI grown from ``start`` (``"hf"`` or ``"cisd"``) around ``H``'s
+    reference determinant (``"auto"``: the one found; ``"aufbau"``: the most occupied orbitals, as
+    in natural ones; or an occupation) to ``size`` determinants."""
     from hamiltonians.sci.solver import SelectedCI
 
-    e_var, state = SelectedCI(start="cisd", max_size=size, pt2="none", extrapolation=(),
+    e_var, state = SelectedCI(start=start, max_size=size, pt2="none", extrapolation=(),
                               reference=reference).kernel(H)
     return float(e_var), state
 

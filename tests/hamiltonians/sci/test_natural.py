@@ -8,7 +8,8 @@ import torch
 from hamiltonians.exact import ground_state
 from hamiltonians.orbitals import rotate_orbitals
 from hamiltonians.references.rdms import reference_rdms
-from hamiltonians.sci.natural import natural_orbitals, one_rdm
+from hamiltonians.rdm_matrices import natural_orbitals
+from hamiltonians.sci.natural import one_rdm
 from tests.systems import random_determinants, random_hamiltonian
 
 pytest.importorskip("pyscf")
@@ -48,7 +49,8 @@ def test_ground_state_is_diagonal_in_its_natural_orbitals():
 
     H = from_pyscf("H 0 0 0; H 0 0 1.6; H 0 0 3.2; H 0 0 4.8", "sto-3g")
     energy, vector, dets = ground_state(H)
-    occupations, rotation = natural_orbitals(*one_rdm(H.n_orbitals, dets, vector))
+    dm1a, dm1b = one_rdm(H.n_orbitals, dets, vector)
+    occupations, rotation = natural_orbitals(dm1a + dm1b)
     assert np.all(np.diff(occupations) <= 0) and abs(occupations.sum() - 4) < 1e-10
     assert np.abs(rotation.T @ rotation - np.eye(4)).max() < 1e-12
     R = rotate_orbitals(H, rotation)
