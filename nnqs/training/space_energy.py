@@ -94,10 +94,11 @@ def space_energy(model, H, dets: torch.Tensor, *, chunk: int = SPACE_CHUNK) -> f
 
 
 def minimise_space_energy(model, H, dets: torch.Tensor, *, steps: int, lr: float = 1e-3, final_lr_ratio: float = 0.1,
-                          chunk: int = SPACE_CHUNK) -> SpaceEnergyResult:
+                          chunk: int = SPACE_CHUNK, callback=None) -> SpaceEnergyResult:
     """Adam on ``E_S`` (the module's rules) for ``steps`` steps over the unique determinants
     ``dets`` uint8 ``[D, 2N]`` in the network's orbital order; every parameter of ``model`` moves
-    (amplitudes and phases). Returns the :class:`SpaceEnergyResult`."""
+    (amplitudes and phases); ``callback(step, E_S)`` sees each step's energy before its update
+    (and the last). Returns the :class:`SpaceEnergyResult`."""
     began = time.perf_counter()
     matrix, dets = hamiltonian_matrix(H, dets)
     tokens = occupations_to_tokens(dets.long()).to(model.device)
@@ -110,6 +111,8 @@ def minimise_space_energy(model, H, dets: torch.Tensor, *, steps: int, lr: float
         energy, local, w = _energy_and_local(matrix, psi)
         if step == 0:
             first = energy
+        if callback is not None:
+            callback(step, energy)
         if energy < best:
             best, best_state = energy, copy.deepcopy(model.state_dict())
         if step % PROGRESS_EVERY == 0 or step == steps:
