@@ -88,7 +88,7 @@ def dmrg_label(details: dict | None) -> str:
     """How to name a DMRG reference from its :meth:`DMRGResult.to_dict`: ``"DMRG
     (extrapolated)"``, or when no fit was used ``"DMRG (M = 500, variational)"`` (``None``:
     ``"DMRG"``)."""
-    if not details:
+    if not details or "energy" not in details or "variational" not in details:   # e.g. stored from elsewhere
         return "DMRG"
     if details["energy"] < details["variational"]:
         return "DMRG (extrapolated)"

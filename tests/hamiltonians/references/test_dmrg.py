@@ -78,6 +78,7 @@ def test_a_reference_without_a_fit_is_named_variational_not_extrapolated():
     assert fitted.extrapolated and dmrg_label(fitted.to_dict()) == "DMRG (extrapolated)"
     cached = {k: v for k, v in fitted.to_dict().items() if k != "extrapolated"}  # cached before the field existed
     assert dmrg_label(cached) == "DMRG (extrapolated)" and dmrg_label(None) == "DMRG"
+    assert dmrg_label({"note": "stored from a saved run"}) == "DMRG"   # store_reference takes any details
 
 
 def test_bond_dimensions_trapped_above_hf_are_left_out_of_the_fit(caplog):
