@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 #: The files a run writes; one of them present means the folder holds a run.
 RUN_OUTPUTS = ("checkpoint.pt", "checkpoint.prev.pt", "metrics.csv", "result.json", "convergence.png",
-               "hamiltonian.fcidump",
+               "hamiltonian.fcidump", "orbitals.json",
                "analysis.json", "provenance.json")
 LOCK, OWNER = ".nnqs.lock", ".nnqs.owner"
 

@@ -3,7 +3,8 @@
 The method itself is :class:`nnqs.app.solver.NNQS` (in memory); this module gives it a run
 folder: the system built from the config (:mod:`nnqs.app.system`), its phases called one by one
 with the callbacks that write files (:mod:`nnqs.app.callbacks`, :mod:`nnqs.app.signals`), and the
-result written. Into the output folder: ``hamiltonian.fcidump`` (the integrals trained on),
+result written. Into the output folder: ``hamiltonian.fcidump`` (the integrals trained on) and
+``orbitals.json`` (which orbitals they are in),
 ``provenance.json`` (the code and config of each session of the run), ``metrics.csv`` (one row per
 step), ``subspace.csv`` (the loop's cycles), ``checkpoint.pt`` (atomic; ``--resume`` continues
 from it exactly; the generation before it is kept as ``checkpoint.prev.pt``, which a resume

@@ -8,6 +8,7 @@ resumes, from the integrals saved in its folder (:data:`HAMILTONIAN_FILE`).
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import warnings
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from hamiltonians.determinants import hf_occupation_in_order, occupations_in_ord
 from hamiltonians.molecular import permute_orbitals
 from hamiltonians.orbitals import OrbitalChoice, rotate_orbitals
 from hamiltonians.reference_determinant import FoundReference, fiedler_order, lowest_determinant
+from nnqs.app.io import write_json
 from nnqs.app.orbitals import choose_orbitals, natural_reference
 from nnqs.app.references import FCI_MAX_DETERMINANTS, all_references, pending, quick_references
 from nnqs.app.runconfig import ConfigError, MoleculeConfig
@@ -37,6 +39,9 @@ log = logging.getLogger(__name__)
 #: rotate with the number of OpenMP threads, and a network trained on one basis is wrong in
 #: the other.
 HAMILTONIAN_FILE = "hamiltonian.fcidump"
+#: Which orbitals a run chose (:class:`~hamiltonians.orbitals.OrbitalChoice`'s record), saved beside
+#: its integrals: a resume from them alone needs it to tell natural orbitals (``"auto"`` may pick them).
+ORBITALS_FILE = "orbitals.json"
 
 
 @dataclass(frozen=True)
@@ -82,17 +87,18 @@ class System:
 
 
 def system_in_order(config: MoleculeConfig, H: MolecularHamiltonian, *, references: bool = True,
-                    fci_max_determinants: int = FCI_MAX_DETERMINANTS) -> System:
+                    fci_max_determinants: int = FCI_MAX_DETERMINANTS, orbitals: str | None = None) -> System:
     """The :class:`System` of integrals ``H`` already in ``config``'s autoregressive order (a
     run's saved integrals): the order is undone, and the system rebuilt as :func:`build_system`
     does from the original integrals (references there, where the lowest orbitals are HF), but
     not rotated again: the saved integrals are in the orbitals the run chose (``[molecule] orbitals``;
-    with ``"natural"`` their reference determinant is the aufbau one, as when the run began; which
-    orbitals ``"auto"`` chose the saved integrals do not say, so there it is found again)."""
+    in natural orbitals their reference determinant is the aufbau one, as when the run began).
+    ``orbitals``: the kind the run chose (its :data:`ORBITALS_FILE`); ``None``: unknown, taken
+    from the config (``"auto"``'s choice is then found again)."""
     order = _saved_order(config, H)
     original = permute_orbitals(H, sorted(range(H.n_orbitals), key=order.__getitem__))  # undo the order
     system = _ordered_system(config, original, references, fci_max_determinants, rotate=False)
-    if config.orbitals == "natural" and config.reference == "auto":   # saved in natural orbitals: their reference
+    if (orbitals or config.orbitals) == "natural" and config.reference == "auto":   # in natural orbitals: theirs
         system = dataclasses.replace(system, reference=natural_reference(original))
     return system
 
@@ -251,7 +257,9 @@ def run_system(config: MoleculeConfig, out: Path, *, resume: bool, save: bool = 
     path = out / HAMILTONIAN_FILE
     if resume and path.exists() and config.fcidump and not Path(config.fcidump).exists():
         log.warning("%s is gone: resuming from the integrals saved in %s", config.fcidump, path)
-        return system_in_order(config, read_fcidump(path), references=references)
+        chosen = out / ORBITALS_FILE
+        kind = json.loads(chosen.read_text()).get("kind") if chosen.exists() else None
+        return system_in_order(config, read_fcidump(path), references=references, orbitals=kind)
     system = build_system(config, references=references)
     if resume and path.exists():
         saved = read_fcidump(path)
@@ -262,6 +270,8 @@ def run_system(config: MoleculeConfig, out: Path, *, resume: bool, save: bool = 
                     "degenerate orbitals may not be those the network was trained in", path)
     elif save:
         write_fcidump(system.hamiltonian, path)
+        orbitals = system.orbitals.to_dict() if system.orbitals is not None else {"kind": "given"}
+        write_json(out / ORBITALS_FILE, orbitals)
     return system
 
 

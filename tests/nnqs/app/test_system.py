@@ -159,3 +159,32 @@ def test_saved_integrals_are_not_rotated_again(tmp_path):
     assert torch.allclose(again.hamiltonian.h1, built.hamiltonian.h1, rtol=0, atol=1e-12)
     assert torch.equal(again.hf_occupation, built.hf_occupation)
     assert again.reference is not None and again.reference.found_by.startswith("aufbau (the most occupied")
+    # "auto" that chose natural orbitals: the saved choice (run_system's ORBITALS_FILE) says so, and the
+    # reference is theirs again; without it the config's "auto" cannot tell, and the lowest <D|H|D> is found.
+    auto = MoleculeConfig(name="h6", fcidump=str(path), orbitals="auto", orbital_order="reversed")
+    told = system_in_order(auto, built.hamiltonian, references=False, orbitals="natural")
+    assert torch.equal(told.hf_occupation, built.hf_occupation)
+    untold = system_in_order(auto, built.hamiltonian, references=False)
+    assert untold.reference is not None and not untold.reference.found_by.startswith("aufbau (the most occupied")
+
+
+def test_a_run_folder_records_its_orbitals_and_a_resume_without_its_source_uses_them(tmp_path):
+    import json
+
+    from nnqs.app.runconfig import MoleculeConfig
+    from nnqs.app.system import ORBITALS_FILE, run_system
+    from tests.systems import localised_chain
+
+    path = tmp_path / "h6.fcidump"
+    write_fcidump(localised_chain(6, 1.8), path)
+    out = tmp_path / "run"
+    out.mkdir()
+    config = MoleculeConfig(name="h6", fcidump=str(path), orbitals="natural")
+    built = run_system(config, out, resume=False, references=False)
+    saved = json.loads((out / ORBITALS_FILE).read_text())
+    assert saved["kind"] == "natural" and saved["natural"]["size"] == built.orbitals.natural["size"]
+    path.unlink()   # the source gone: the saved integrals and the saved choice alone
+    again = run_system(MoleculeConfig(name="h6", fcidump=str(path), orbitals="auto"), out, resume=True,
+                       references=False)
+    assert torch.equal(again.hf_occupation, built.hf_occupation)
+    assert again.reference is not None and again.reference.found_by.startswith("aufbau (the most occupied")
