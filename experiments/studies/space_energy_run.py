@@ -5,7 +5,8 @@ A config's run (its presets, the start, the subspace loop; ``[subspace] energy_s
 
 * ``loop``: the network as the loop leaves it;
 * ``space_energy``: after :func:`nnqs.training.space_energy.minimise_space_energy` on the best
-  pool's ``--determinants`` largest determinants for ``--steps`` steps at ``--lr``;
+  pool's ``--determinants`` largest determinants (joined by the network's unique samples of
+  ``--draws`` draws every 25 steps) for ``--steps`` steps at ``--lr``;
 * ``space_energy + vmc`` and ``loop + vmc``: each then trained by ``--vmc-steps`` VMC steps of the
   config's update rule on fine local energies (``[local_energy] coarse_steps = 0``), from the same
   driver state (fresh optimisers, the same random streams).
@@ -35,11 +36,13 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from experiments.common import EXPERIMENTS, save_results  # noqa: E402
+from hamiltonians.sci.state import SCIState  # noqa: E402
 from nnqs.app.runconfig import load_config  # noqa: E402
 from nnqs.app.solver import NNQS  # noqa: E402
 from nnqs.app.system import build_system  # noqa: E402
 from nnqs.training.evaluation import final_evaluation  # noqa: E402
 from nnqs.training.space_energy import minimise_space_energy, space_energy  # noqa: E402
+from nnqs.wavefunction.tokens import tokens_to_occupations  # noqa: E402
 
 logger = logging.getLogger("space_energy_run")
 
@@ -51,6 +54,9 @@ def main(argv=None) -> dict:
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--determinants", type=int, default=8192)
+    p.add_argument("--draws", type=int, default=0, help="the network's draws joined to the space (energy_draws)")
+    p.add_argument("--loop-state", default=None, help="file of the loop's network and best pool: loaded where it "
+                   "exists (the start and loop skipped), else written after them")
     p.add_argument("--vmc-steps", type=int, default=30)
     p.add_argument("--samples", type=int, default=100_000)
     p.add_argument("--out", default=os.path.join(EXPERIMENTS, "results", "space_energy_run.json"))
@@ -62,11 +68,18 @@ def main(argv=None) -> dict:
                                  local_energy=dataclasses.replace(config.local_energy, coarse_steps=0))
     system = build_system(config.molecule, references=False)
     solver = NNQS(config).prepare(system)
-    began = time.perf_counter()
-    solver.start()
-    run_seconds = time.perf_counter() - began
     driver, model, H = solver.driver, solver.model, solver.H
-    pool = solver.pool
+    began = time.perf_counter()
+    if args.loop_state and os.path.exists(args.loop_state):
+        saved = torch.load(args.loop_state, weights_only=False)
+        driver.start_from(saved["model"])
+        pool, run_seconds = SCIState.from_dict(saved["pool"]), saved["run_seconds"]
+    else:
+        solver.start()
+        pool, run_seconds = solver.pool, time.perf_counter() - began
+        if args.loop_state:
+            torch.save({"model": model.state_dict(), "pool": pool.to_dict(), "run_seconds": run_seconds},
+                       args.loop_state)
     top = pool.dets[torch.argsort(pool.coefficients.abs(), descending=True)[:args.determinants]]
     fresh = copy.deepcopy(driver.state_dict())
     rows: list[dict] = []
@@ -91,7 +104,12 @@ def main(argv=None) -> dict:
     record("loop", 0.0)
     save(False)
     t0 = time.perf_counter()
-    result = minimise_space_energy(model, H, top, steps=args.steps, lr=args.lr)
+
+    def draw() -> torch.Tensor:
+        with torch.no_grad():
+            return tokens_to_occupations(driver.state.sample(args.draws).tokens).to(torch.uint8).cpu()
+
+    result = minimise_space_energy(model, H, top, steps=args.steps, lr=args.lr, draw=draw if args.draws else None)
     record("space_energy", time.perf_counter() - t0)
     save(False)
     polished = copy.deepcopy(model.state_dict())

@@ -439,7 +439,9 @@ class SubspaceConfig(Presettable):
             energy on the best pool's ``energy_determinants`` largest-``|c|`` determinants
             minimised exactly for ``energy_steps`` Adam steps at ``energy_lr``, decaying on a
             cosine to a tenth (:func:`nnqs.training.space_energy.minimise_space_energy`): the fit
-            leaves its error where the energy is most sensitive; 0: none.
+            leaves its error where the energy is most sensitive; 0: none. ``energy_draws``: the
+            network's unique samples from this many draws joined to that space every 25 steps, so
+            that what it puts outside the pool counts (0: the pool's determinants alone).
         pt2: the PT2 on the best pool at the end: ``"auto"`` (deterministic up to
             ``pt2_exact_max`` determinants, else semistochastic), ``"deterministic"``,
             ``"semistochastic"`` or ``"none"``.
@@ -469,6 +471,7 @@ class SubspaceConfig(Presettable):
     energy_steps: int = 0
     energy_lr: float = 1e-3
     energy_determinants: int = 8192
+    energy_draws: int = 100_000
     pt2: str = "auto"
     pt2_exact_max: int = 20_000
     pt2_deterministic: int = 2_000
@@ -479,8 +482,9 @@ class SubspaceConfig(Presettable):
 
     def __post_init__(self) -> None:
         if min(self.cycles or 0, self.extend, self.fit_steps, self.phase_steps, self.final_samples,
-               self.energy_steps) < 0:
-            raise InputError("cycles, extend, fit_steps, phase_steps, energy_steps and final_samples must be >= 0")
+               self.energy_steps, self.energy_draws) < 0:
+            raise InputError("cycles, extend, fit_steps, phase_steps, energy_steps, energy_draws and final_samples "
+                             "must be >= 0")
         if self.n_samples < 1 or self.pool < 1 or self.fit_determinants < 1 or self.fit_tail < 0 \
                 or self.energy_determinants < 1:
             raise InputError("n_samples, pool, fit_determinants and energy_determinants must be >= 1 and fit_tail >= 0")

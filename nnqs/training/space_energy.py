@@ -16,7 +16,13 @@ VMC gradient with the local energies ``E_S(x) = (H_S psi)(x) / psi(x)`` and the 
 :mod:`nnqs.training.fit`) weights each determinant by ``|c|^2``, so the weight it misses sits where
 the energy is most sensitive; minimising ``E_S`` after it spends the steps where the energy is.
 
-Rules: ``H_S`` is built once (:func:`hamiltonians.exact.hamiltonian_matrix`, connections leaving
+The network is normalised over the whole space, so what it puts outside ``S`` is invisible to
+``E_S`` and costs energy there (measured: lowering ``E_S`` alone on a loop's pool raised the
+network's whole-space energy). With ``draw`` (the network's unique samples), ``S`` is joined every
+``resample_every`` steps by the drawn determinants it lacks: its own weight outside ``S`` then
+enters the quotient, with its diagonal and couplings, and is lowered where it costs energy.
+
+Rules: ``H_S`` is built once per set (:func:`hamiltonians.exact.hamiltonian_matrix`, connections leaving
 ``S`` dropped) and reused every step; a step is one pass without gradients over ``S``, one sparse
 product, and one pass with gradients in chunks of ``chunk`` rows (the activations of one chunk
 held at a time); Adam, the learning rate decaying on a cosine to ``final_lr_ratio`` of itself.
@@ -55,7 +61,8 @@ class SpaceEnergyResult:
     """``energy_before`` / ``energy``: ``E_S`` (Ha) before and after (the best reached);
     ``weight_in_space``: ``sum_{x in S} |psi(x)|^2`` after (the network is normalised over the
     whole space: ``1 -`` it is what the network puts outside ``S``); ``determinants``: ``|S|``;
-    ``steps`` done; ``seconds``."""
+    ``steps`` done; ``seconds``; ``joined``: determinants the network's draws added to ``S``
+    (the last set: ``determinants`` includes them)."""
 
     energy_before: float
     energy: float
@@ -63,6 +70,7 @@ class SpaceEnergyResult:
     determinants: int
     steps: int
     seconds: float
+    joined: int = 0
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -94,19 +102,30 @@ def space_energy(model, H, dets: torch.Tensor, *, chunk: int = SPACE_CHUNK) -> f
 
 
 def minimise_space_energy(model, H, dets: torch.Tensor, *, steps: int, lr: float = 1e-3, final_lr_ratio: float = 0.1,
-                          chunk: int = SPACE_CHUNK, callback=None) -> SpaceEnergyResult:
+                          chunk: int = SPACE_CHUNK, callback=None, draw=None,
+                          resample_every: int = 25) -> SpaceEnergyResult:
     """Adam on ``E_S`` (the module's rules) for ``steps`` steps over the unique determinants
     ``dets`` uint8 ``[D, 2N]`` in the network's orbital order; every parameter of ``model`` moves
     (amplitudes and phases); ``callback(step, E_S)`` sees each step's energy before its update
-    (and the last). Returns the :class:`SpaceEnergyResult`."""
+    (and the last). ``draw()``: the network's unique samples, uint8 ``[M, 2N]``, joined to the
+    space before the first step and every ``resample_every`` steps (``None``: ``S`` stays
+    ``dets``). The best parameters are those of the lowest ``E_S`` on the latest set. Returns the
+    :class:`SpaceEnergyResult`."""
+    from hamiltonians.sci.state import merge
+
     began = time.perf_counter()
-    matrix, dets = hamiltonian_matrix(H, dets)
-    tokens = occupations_to_tokens(dets.long()).to(model.device)
+    base = dets.to(torch.uint8).cpu()
     params = [p for p in model.parameters() if p.requires_grad]
     optimiser = torch.optim.Adam(params, lr=lr)
     best_state, best, first = None, math.inf, math.nan
-    done = 0
+    matrix = tokens = None
+    done = joined = 0
     for step in range(steps + 1):
+        if tokens is None or (draw is not None and step % resample_every == 0 and step < steps):
+            space, joined = merge(H, base, draw()) if draw is not None else (base, 0)
+            matrix, space = hamiltonian_matrix(H, space)
+            tokens = occupations_to_tokens(space.long()).to(model.device)
+            best = math.inf   # a new set: its own quotient
         psi, _ = _amplitudes(model, tokens, chunk)
         energy, local, w = _energy_and_local(matrix, psi)
         if step == 0:
@@ -116,7 +135,8 @@ def minimise_space_energy(model, H, dets: torch.Tensor, *, steps: int, lr: float
         if energy < best:
             best, best_state = energy, copy.deepcopy(model.state_dict())
         if step % PROGRESS_EVERY == 0 or step == steps:
-            log.info("space energy step %d/%d: E_S = %.8f over %d determinants", step, steps, energy, len(w))
+            log.info("space energy step %d/%d: E_S = %.8f over %d determinants (%d drawn)", step, steps, energy,
+                     len(w), joined)
         if step == steps:
             break
         for group in optimiser.param_groups:   # cosine from lr to lr * final_lr_ratio
@@ -129,10 +149,11 @@ def minimise_space_energy(model, H, dets: torch.Tensor, *, steps: int, lr: float
         done += 1
     if best_state is not None:
         model.load_state_dict(best_state)
+    assert tokens is not None
     _, weight = _amplitudes(model, tokens, chunk)
-    result = SpaceEnergyResult(first, best, weight, int(tokens.shape[0]), done, time.perf_counter() - began)
-    log.info("space energy: %.8f -> %.8f Ha over %d determinants in %d steps (%.0f s); weight in the space %.6f",
-             first, best, result.determinants, done, result.seconds, weight)
+    result = SpaceEnergyResult(first, best, weight, int(tokens.shape[0]), done, time.perf_counter() - began, joined)
+    log.info("space energy: %.8f -> %.8f Ha over %d determinants (%d drawn) in %d steps (%.0f s); weight there %.6f",
+             first, best, result.determinants, joined, done, result.seconds, weight)
     return result
 
 

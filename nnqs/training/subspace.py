@@ -177,13 +177,18 @@ class SubspaceDriver(Driver):
 
     def minimise_network_energy(self) -> SpaceEnergyResult:
         """``[subspace] energy_steps``: the network's own energy minimised on the best pool's
-        ``energy_determinants`` largest-``|c|`` determinants
-        (:func:`nnqs.training.space_energy.minimise_space_energy`)."""
+        ``energy_determinants`` largest-``|c|`` determinants, joined by the network's unique
+        samples of ``energy_draws`` draws (:func:`nnqs.training.space_energy.minimise_space_energy`)."""
         cfg = self.config
         keep = torch.argsort(self.best.coefficients.abs(), descending=True)[:cfg.energy_determinants]
+
+        def draw() -> torch.Tensor:
+            with torch.no_grad():
+                return tokens_to_occupations(self.state.sample(cfg.energy_draws).tokens).to(torch.uint8).cpu()
+
         with phase("loop.fit"):
             return minimise_space_energy(self.model, self.H, self.best.dets[keep], steps=cfg.energy_steps,
-                                         lr=cfg.energy_lr)
+                                         lr=cfg.energy_lr, draw=draw if cfg.energy_draws else None)
 
     def state_dict(self) -> dict:
         return {"step": self.step, "pool": self.pool.to_dict(), "best": self.best.to_dict(),

@@ -69,3 +69,26 @@ def test_minimising_on_the_space_reaches_its_ground_state_and_keeps_the_best():
     assert abs(space_energy(model, H, state.dets) - result.energy) < 1e-12   # it ends with the best parameters
     psi = np.exp(model.log_psi_no_grad(tokens).real.double().numpy() * 2)
     assert abs(result.weight_in_space - psi.sum()) < 1e-12 and result.weight_in_space <= 1 + 1e-12
+
+
+def test_the_network_s_draws_join_the_space_and_its_quotient_is_the_union_s():
+    """With ``draw``, the set is the space plus the drawn determinants it lacks (here: every LiH
+    determinant outside CISD, so the union is the whole space and the quotient the network's exact
+    energy, which the minimisation lowers towards FCI)."""
+    from hamiltonians.determinants import enumerate_determinants
+    from hamiltonians.exact import ground_state_energy
+    from nnqs.training.estimators import exact_variational_energy
+
+    H, state = _lih()
+    every = enumerate_determinants(H.n_orbitals, H.n_alpha, H.n_beta).to(torch.uint8)
+    model = _model(H, seed=1)
+    fit_to_state(model, occupations_to_tokens(state.dets.long()), state.coefficients, steps=60, lr=1e-2,
+                 target_fidelity=0.9999)
+    calls = []
+    result = minimise_space_energy(model, H, state.dets, steps=30, lr=3e-3, draw=lambda: calls.append(1) or every,
+                                   resample_every=10)
+    assert len(calls) == 3                                          # steps 0, 10, 20
+    assert result.determinants == H.n_determinants == state.dets.shape[0] + result.joined
+    assert abs(result.weight_in_space - 1) < 1e-12                  # the union holds all of the network's weight
+    assert abs(exact_variational_energy(model, H) - result.energy) < 1e-10
+    assert ground_state_energy(H) - 1e-10 <= result.energy < result.energy_before
