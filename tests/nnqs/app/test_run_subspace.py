@@ -78,7 +78,7 @@ def test_a_resume_after_the_loop_keeps_its_pool_and_does_not_repeat_it(tmp_path)
     run(config_from_dict(settings), out, progress=False, stop_after=2)
     before = (out / "subspace.csv").read_text()
     record = torch.load(out / "checkpoint.pt", weights_only=True)["space_energy"]
-    assert record["determinants"] == 50 and record["steps"] == 6
+    assert record["determinants"] == 50 + record["joined"] and record["joined"] > 0 and record["steps"] == 6
     assert record["energy"] <= record["energy_before"] and 0 < record["weight_in_space"] <= 1
     result = run(config_from_dict(settings), out, progress=False, resume=True)
     assert result["network_space_energy"] == record
