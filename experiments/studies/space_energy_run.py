@@ -1,7 +1,7 @@
 """Does lowering the network's energy on the loop's best pool lower its energy in the whole space?
 
-A config's run (its presets, the start, the subspace loop; ``[subspace] energy_steps`` forced to
-0) is done in memory; then, from the network the loop leaves:
+A config's run (its presets, the start, the subspace loop) is done in memory; then, from the
+network the loop leaves:
 
 * ``loop``: the network as the loop leaves it;
 * ``space_energy``: after :func:`nnqs.training.space_energy.minimise_space_energy` on the best
@@ -64,8 +64,7 @@ def main(argv=None) -> dict:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     torch.set_num_threads(1)
     config = load_config(args.config)
-    config = dataclasses.replace(config, subspace=dataclasses.replace(config.subspace, energy_steps=0),
-                                 local_energy=dataclasses.replace(config.local_energy, coarse_steps=0))
+    config = dataclasses.replace(config, local_energy=dataclasses.replace(config.local_energy, coarse_steps=0))
     system = build_system(config.molecule, references=False)
     solver = NNQS(config).prepare(system)
     driver, model, H = solver.driver, solver.model, solver.H

@@ -276,7 +276,7 @@ def _run(args: argparse.Namespace) -> int:
         # before the first step: say what it is doing. Without a progress bar (a log file, a
         # batch job, --no-progress) the run also logs a line per checkpoint interval.
         names = ("nnqs.app.presets", "nnqs.app.runconfig", "nnqs.training.start", "nnqs.training.fit",
-                 "nnqs.training.subspace", "nnqs.training.space_energy") + (() if progress else ("nnqs.app.run.progress",))
+                 "nnqs.training.subspace") + (() if progress else ("nnqs.app.run.progress",))
         with _info_from(names if comm.is_main else ()):
             result = run(config, out, resume=args.resume, overwrite=args.overwrite, extend=args.extend,
                          stop_after=args.stop_after, progress=progress, comm=comm)

@@ -171,7 +171,7 @@ def _run_in(config: RunConfig, out: Path, *, resume: bool, extend: bool, stop_af
     checkpoints = Checkpoints(ckpt_path, every=config.run.checkpoint_every, seconds=config.run.checkpoint_seconds,
                               target=target, comm=comm, metrics=metrics, payload=lambda: {
                                   "config": config.to_dict(), "p_hf": solver.start_p_hf, "start": solver.start_summary,
-                                  "space_energy": solver.space_energy, "preset": solver.preset,
+                                  "preset": solver.preset,
                                   "subspace": solver.pool.to_dict() if solver.pool is not None else None,
                                   "loop": solver.loop.state_dict() if solver.loop is not None else None,
                                   "origins": solver.origins.state_dict(),

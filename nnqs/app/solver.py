@@ -44,7 +44,6 @@ from nnqs.training.memory import MemoryPlan, Sizes, available_memory, check_memo
 from nnqs.training.memory_peaks import PeakMemory, phase, resident_bytes
 from nnqs.training.settings import last_regime_start
 from nnqs.training.origins import Origins
-from nnqs.training.space_energy import SPACE_CHUNK
 from nnqs.training.start import Start
 from nnqs.training.subspace import SubspaceDriver, final_subspace, join
 
@@ -153,8 +152,7 @@ class NNQS:
         comm: the processes of the run.
     Attributes (state, after :meth:`prepare`):
         system, H, model, driver (VMC), preset, clock; after :meth:`start`: ``start_summary``,
-        ``start_p_hf``, ``pool`` (the loop's best, or the start's space), ``space_energy`` (what
-        ``[subspace] energy_steps`` did, a dict, else ``None``); after :meth:`finish`: ``result``.
+        ``start_p_hf``, ``pool`` (the loop's best, or the start's space); after :meth:`finish`: ``result``.
     """
 
     def __init__(self, config: RunConfig | dict | None = None, *, comm: Communicator = LOCAL) -> None:
@@ -173,7 +171,6 @@ class NNQS:
         self.memory = PeakMemory()                  # the phases' measured peaks (prepare starts it afresh)
         self.memory_plan: MemoryPlan | None = None  # what prepare planned
         self.start_summary: dict | None = None
-        self.space_energy: dict | None = None
         self.start_p_hf = float("nan")
         self.clock = Clock()
         self.origins = Origins()   # where each determinant of the pools came from
@@ -234,7 +231,6 @@ class NNQS:
                 raise ConfigError(f"--resume: {checkpoint_path} does not match this config ({first})") from None
             log.info("resumed from %s at step %d", checkpoint_path, self.driver.step)
             self.start_p_hf, self.start_summary = float(checkpoint["p_hf"]), checkpoint.get("start")
-            self.space_energy = checkpoint.get("space_energy")
             self.pool = SCIState.from_dict(checkpoint["subspace"]) if checkpoint.get("subspace") else None
             self.origins = Origins.from_state_dict(checkpoint.get("origins"))
             self.resumed = True
@@ -335,7 +331,6 @@ class NNQS:
             "reference_determinant": system.reference.to_dict() if system.reference is not None else None,
             "orbitals": system.orbitals.to_dict() if system.orbitals is not None else {"kind": "given"},
             "start": self.start_summary,
-            "network_space_energy": self.space_energy,
             "p_hf_after_start": self.start_p_hf,
             "device": str(driver.model.device),
             "threads": torch.get_num_threads(),
@@ -404,8 +399,6 @@ class NNQS:
         loop = self.loop
         assert loop is not None and self.config.subspace.cycles is not None   # built, the presets resolved
         loop.run(self.config.subspace.cycles, list(callbacks))
-        if self.config.subspace.energy_steps:
-            self.space_energy = loop.minimise_network_energy().to_dict()
         driver.guard.mark_good()   # the fitted network is VMC's start
         self.origins, self.loop = loop.origins, None
         return loop.best
@@ -482,8 +475,7 @@ def plan_sizes(config: RunConfig, H: Hamiltonian, *, fits: bool) -> Sizes:
     n_eval = sampler.eval_samples or 10 * sampler.n_samples
     return Sizes(n_unique=n_unique, eval_unique=min(n_eval, n_det), loop_unique=min(sub.n_samples, n_det) if cycles else 0,
                  start_rows=(start.max_determinants + start.tail) if space else 0,
-                 loop_rows=max((sub.fit_determinants + sub.fit_tail) if sub.fit_steps else 0,
-                               min(SPACE_CHUNK, sub.energy_determinants) if sub.energy_steps else 0) if cycles else 0,
+                 loop_rows=(sub.fit_determinants + sub.fit_tail) if cycles and sub.fit_steps else 0,
                  phase_rows=max(start.phase_determinants, 8192 if cycles else 0), start_space=space,
                  loop_pool=pool, loop_space=loop_space, final_space=final,
                  pt2_parents=0 if sub.pt2 == "none" else final if deterministic else min(sub.pt2_deterministic, final),

@@ -435,13 +435,6 @@ class SubspaceConfig(Presettable):
             pool's eigenvector each cycle (:func:`nnqs.training.fit.fit_to_state`: amplitude
             steps, their learning rate, the largest determinants per step, the tail drawn per
             step, the phase steps before them); ``fit_steps = 0``: no fit.
-        energy_steps, energy_lr, energy_determinants: after the last cycle, the network's own
-            energy on the best pool's ``energy_determinants`` largest-``|c|`` determinants
-            minimised exactly for ``energy_steps`` Adam steps at ``energy_lr``, decaying on a
-            cosine to a tenth (:func:`nnqs.training.space_energy.minimise_space_energy`): the fit
-            leaves its error where the energy is most sensitive; 0: none. ``energy_draws``: the
-            network's unique samples from this many draws joined to that space every 25 steps, so
-            that what it puts outside the pool counts (0: the pool's determinants alone).
         pt2: the PT2 on the best pool at the end: ``"auto"`` (deterministic up to
             ``pt2_exact_max`` determinants, else semistochastic), ``"deterministic"``,
             ``"semistochastic"`` or ``"none"``.
@@ -468,10 +461,6 @@ class SubspaceConfig(Presettable):
     fit_determinants: int = 1024
     fit_tail: int = 512
     phase_steps: int = 300
-    energy_steps: int = 0
-    energy_lr: float = 1e-3
-    energy_determinants: int = 8192
-    energy_draws: int = 100_000
     pt2: str = "auto"
     pt2_exact_max: int = 20_000
     pt2_deterministic: int = 2_000
@@ -481,15 +470,10 @@ class SubspaceConfig(Presettable):
     extrapolation: tuple[float, ...] = (0.25, 0.5)
 
     def __post_init__(self) -> None:
-        if min(self.cycles or 0, self.extend, self.fit_steps, self.phase_steps, self.final_samples,
-               self.energy_steps, self.energy_draws) < 0:
-            raise InputError("cycles, extend, fit_steps, phase_steps, energy_steps, energy_draws and final_samples "
-                             "must be >= 0")
-        if self.n_samples < 1 or self.pool < 1 or self.fit_determinants < 1 or self.fit_tail < 0 \
-                or self.energy_determinants < 1:
-            raise InputError("n_samples, pool, fit_determinants and energy_determinants must be >= 1 and fit_tail >= 0")
-        if not 0 < self.energy_lr < math.inf:
-            raise InputError(f"energy_lr must be a finite number > 0, got {self.energy_lr!r}")
+        if min(self.cycles or 0, self.extend, self.fit_steps, self.phase_steps, self.final_samples) < 0:
+            raise InputError("cycles, extend, fit_steps, phase_steps and final_samples must be >= 0")
+        if self.n_samples < 1 or self.pool < 1 or self.fit_determinants < 1 or self.fit_tail < 0:
+            raise InputError("n_samples, pool and fit_determinants must be >= 1 and fit_tail >= 0")
         if not 0 < self.extend_mib < math.inf:
             raise InputError(f"extend_mib must be a finite number > 0, got {self.extend_mib!r}")
         if self.pt2 not in ("auto", "deterministic", "semistochastic", "none"):

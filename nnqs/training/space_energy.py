@@ -12,15 +12,14 @@ VMC gradient with the local energies ``E_S(x) = (H_S psi)(x) / psi(x)`` and the 
 
     dE_S = 2 Re sum_x w_x (E_S(x) - E_S)^* d log psi(x)
 
-(:func:`nnqs.training.estimators.vmc_loss`). A fit to a state's amplitudes (the cross-entropy of
-:mod:`nnqs.training.fit`) weights each determinant by ``|c|^2``, so the weight it misses sits where
-the energy is most sensitive; minimising ``E_S`` after it spends the steps where the energy is.
+(:func:`nnqs.training.estimators.vmc_loss`).
 
-The network is normalised over the whole space, so what it puts outside ``S`` is invisible to
-``E_S`` and costs energy there (measured: lowering ``E_S`` alone on a loop's pool raised the
-network's whole-space energy). With ``draw`` (the network's unique samples), ``S`` is joined every
-``resample_every`` steps by the drawn determinants it lacks: its own weight outside ``S`` then
-enters the quotient, with its diagonal and couplings, and is lowered where it costs energy.
+``E_S`` is not the network's energy: the network is normalised over the whole space, and what it
+puts outside ``S`` is invisible to ``E_S`` however much energy it costs there, so lowering ``E_S``
+can raise the whole-space energy. With ``draw`` (the network's unique samples), ``S`` is joined
+every ``resample_every`` steps by the drawn determinants it lacks, so that the part of that weight
+the draws reach enters the quotient. A diagnostic and study tool (``experiments/studies/space_energy*.py``);
+no run minimises it.
 
 Rules: ``H_S`` is built once per set (:func:`hamiltonians.exact.hamiltonian_matrix`, connections leaving
 ``S`` dropped) and reused every step; a step is one pass without gradients over ``S``, one sparse

@@ -11,9 +11,6 @@ so its energy ``E_var`` is variational.
     outside determinants with the largest ``|<a|H|psi_pool>|`` -> keep the ``pool`` largest
     ``|c|`` -> diagonalise (warm start) -> fit the network to the eigenvector
 
-and after the last cycle :meth:`SubspaceDriver.minimise_network_energy` can lower the network's
-own energy on the best pool (``[subspace] energy_steps``).
-
 The first pool is the start's selected-CI space (``start_space``), and :attr:`best` keeps the
 lowest-energy pool seen, so the reported subspace energy is never above the start's. PT2 on the
 best pool (:func:`pool_pt2`, :meth:`hamiltonians.sci.solver.SelectedCI.pt2`'s rules) corrects for
@@ -41,7 +38,6 @@ from nnqs.training.fit import fit_to_state
 from nnqs.training.memory_peaks import phase
 from nnqs.training.origins import Origins, origin_shares
 from nnqs.training.settings import SubspaceConfig
-from nnqs.training.space_energy import SpaceEnergyResult, minimise_space_energy
 from nnqs.training.state import VariationalState
 from nnqs.wavefunction.tokens import occupations_to_tokens, tokens_to_occupations
 
@@ -174,21 +170,6 @@ class SubspaceDriver(Driver):
                  record.lowering_network_mha, record.seconds)
         self.step += 1
         return record
-
-    def minimise_network_energy(self) -> SpaceEnergyResult:
-        """``[subspace] energy_steps``: the network's own energy minimised on the best pool's
-        ``energy_determinants`` largest-``|c|`` determinants, joined by the network's unique
-        samples of ``energy_draws`` draws (:func:`nnqs.training.space_energy.minimise_space_energy`)."""
-        cfg = self.config
-        keep = torch.argsort(self.best.coefficients.abs(), descending=True)[:cfg.energy_determinants]
-
-        def draw() -> torch.Tensor:
-            with torch.no_grad():
-                return tokens_to_occupations(self.state.sample(cfg.energy_draws).tokens).to(torch.uint8).cpu()
-
-        with phase("loop.fit"):
-            return minimise_space_energy(self.model, self.H, self.best.dets[keep], steps=cfg.energy_steps,
-                                         lr=cfg.energy_lr, draw=draw if cfg.energy_draws else None)
 
     def state_dict(self) -> dict:
         return {"step": self.step, "pool": self.pool.to_dict(), "best": self.best.to_dict(),

@@ -148,24 +148,3 @@ def test_a_spin_complete_loop_keeps_its_pools_spin_eigenstates():
     s2 = spin_square_of(dets, loop.pool.coefficients)
     s = (np.sqrt(1 + 4 * s2) - 1) / 2
     assert abs(2 * s - round(2 * s)) < 1e-6
-
-
-def test_the_network_s_energy_on_the_best_pool_falls_and_is_that_of_its_largest_determinants():
-    from nnqs.training.space_energy import space_energy
-
-    config = SubspaceConfig(cycles=1, n_samples=500, pool=1000, extend=60, fit_steps=20, phase_steps=10,
-                            energy_steps=30, energy_lr=3e-3, energy_determinants=50, energy_draws=0)
-    loop = SubspaceDriver(H, state(), config, cisd(H))
-    loop.run(1)
-    result = loop.minimise_network_energy()
-    top = loop.best.dets[torch.argsort(loop.best.coefficients.abs(), descending=True)[:50]]
-    assert result.determinants == 50 and result.steps == 30
-    assert result.energy < result.energy_before - 1e-4          # it lowers the network's energy on that space
-    assert abs(space_energy(loop.model, H, top) - result.energy) < 1e-10   # on exactly those 50, ending at its best
-    assert result.energy >= diagonalise(H, top).energy - 1e-10   # variational there
-    # with the network's draws: the space is those 50 and the drawn determinants they lack
-    import dataclasses
-
-    loop.config = dataclasses.replace(config, energy_draws=2000)
-    drawn = loop.minimise_network_energy()
-    assert drawn.joined > 0 and drawn.determinants == 50 + drawn.joined
