@@ -93,10 +93,13 @@ def main(argv=None) -> dict:
         logger.info("%-22s network %+.2f +- %.2f mHa, E_S %+.3f mHa (%.0f s)", arm, rows[-1]["energy_mha"],
                     rows[-1]["stderr_mha"], rows[-1]["space_energy_mha"], seconds)
 
+    minimised: dict = {}
+
     def save(complete: bool) -> dict:
         return save_results(args.out, rows, args=args, extra={
             "pool": {"determinants": int(pool.dets.shape[0]), "energy_mha": 1e3 * (pool.energy - args.reference)},
-            "run_seconds": run_seconds, "preset": solver.preset, "complete": complete},
+            "run_seconds": run_seconds, "preset": solver.preset, "space_energy_result": minimised,
+            "complete": complete},
             note="one thread; energies in mHa above --reference; E_S on the best pool's --determinants largest")
 
     loop_weights = copy.deepcopy(model.state_dict())
@@ -109,6 +112,7 @@ def main(argv=None) -> dict:
             return tokens_to_occupations(driver.state.sample(args.draws).tokens).to(torch.uint8).cpu()
 
     result = minimise_space_energy(model, H, top, steps=args.steps, lr=args.lr, draw=draw if args.draws else None)
+    minimised.update(result.to_dict())
     record("space_energy", time.perf_counter() - t0)
     save(False)
     polished = copy.deepcopy(model.state_dict())
@@ -119,9 +123,7 @@ def main(argv=None) -> dict:
         solver.train(stop_after=args.vmc_steps)
         record(arm, time.perf_counter() - t0)
         save(False)
-    out = save(True)
-    out["space_energy_result"] = result.to_dict()
-    return out
+    return save(True)
 
 
 if __name__ == "__main__":

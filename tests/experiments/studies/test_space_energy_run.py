@@ -31,4 +31,4 @@ def test_space_energy_run_on_h2o_sto3g(tmp_path):
     space_energy_run.main([*common, "--draws", "500", "--out", str(out)])
     again = json.loads(out.read_text())
     assert again["results"][0]["space_energy_mha"] == rows[0]["space_energy_mha"]
-    assert again["pool"] == saved["pool"]
+    assert again["pool"] == saved["pool"] and again["space_energy_result"]["joined"] > 0
