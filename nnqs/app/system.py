@@ -257,9 +257,7 @@ def run_system(config: MoleculeConfig, out: Path, *, resume: bool, save: bool = 
     path = out / HAMILTONIAN_FILE
     if resume and path.exists() and config.fcidump and not Path(config.fcidump).exists():
         log.warning("%s is gone: resuming from the integrals saved in %s", config.fcidump, path)
-        chosen = out / ORBITALS_FILE
-        kind = json.loads(chosen.read_text()).get("kind") if chosen.exists() else None
-        return system_in_order(config, read_fcidump(path), references=references, orbitals=kind)
+        return system_in_order(config, read_fcidump(path), references=references, orbitals=_saved_orbitals(out))
     system = build_system(config, references=references)
     if resume and path.exists():
         saved = read_fcidump(path)
@@ -273,6 +271,20 @@ def run_system(config: MoleculeConfig, out: Path, *, resume: bool, save: bool = 
         orbitals = system.orbitals.to_dict() if system.orbitals is not None else {"kind": "given"}
         write_json(out / ORBITALS_FILE, orbitals)
     return system
+
+
+def _saved_orbitals(out: Path) -> str | None:
+    """The orbitals' kind a run in ``out`` recorded (:data:`ORBITALS_FILE`); ``None`` (with a
+    warning where the file is unreadable) when it is absent (a run from an older nnqs)."""
+    chosen = out / ORBITALS_FILE
+    if not chosen.exists():
+        return None
+    try:
+        kind = json.loads(chosen.read_text())["kind"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        log.warning("%s is unreadable (%s): the orbitals are taken from the config", chosen, error)
+        return None
+    return str(kind)
 
 
 def check_same_molecule(saved: MolecularHamiltonian, system: System, path: Path) -> None:

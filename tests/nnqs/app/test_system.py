@@ -188,3 +188,7 @@ def test_a_run_folder_records_its_orbitals_and_a_resume_without_its_source_uses_
                        references=False)
     assert torch.equal(again.hf_occupation, built.hf_occupation)
     assert again.reference is not None and again.reference.found_by.startswith("aufbau (the most occupied")
+    (out / ORBITALS_FILE).write_text("{not json")   # damaged: a warning, the config's orbitals ("auto": found again)
+    damaged = run_system(MoleculeConfig(name="h6", fcidump=str(path), orbitals="auto"), out, resume=True,
+                         references=False)
+    assert damaged.reference is not None and not damaged.reference.found_by.startswith("aufbau (the most occupied")
