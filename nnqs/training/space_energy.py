@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from hamiltonians.exact import hamiltonian_matrix
+from hamiltonians.sci.state import merge
 from nnqs.training.estimators import vmc_loss
 from nnqs.wavefunction.tokens import occupations_to_tokens
 
@@ -110,8 +111,6 @@ def minimise_space_energy(model, H, dets: torch.Tensor, *, steps: int, lr: float
     space before the first step and every ``resample_every`` steps (``None``: ``S`` stays
     ``dets``). The best parameters are those of the lowest ``E_S`` on the latest set. Returns the
     :class:`SpaceEnergyResult`."""
-    from hamiltonians.sci.state import merge
-
     began = time.perf_counter()
     base = dets.to(torch.uint8).cpu()
     params = [p for p in model.parameters() if p.requires_grad]
