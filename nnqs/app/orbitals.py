@@ -16,14 +16,13 @@ Rules:
   reaches the lower ``E_var``: the SCF's where the state is delocalised (near equilibrium), the
   given localised ones where it is not (stretched bonds, where a canonical basis spreads it).
   Past :data:`NATURAL_SIZE` determinants ``"auto"`` then tries that set's natural orbitals (as
-  ``"natural"``) and keeps them where a CIPSI of as many determinants (from CISD around their
+  ``"natural"``; canonical orbitals holding a Hartree-Fock determinant too) and keeps them where a CIPSI of as many determinants (from CISD around their
   aufbau determinant) reaches lower in them.
 * ``"natural"`` takes the set ``"auto"`` would without that trial, then the natural orbitals
   (:func:`hamiltonians.rdm_matrices.natural_orbitals`, most occupied first) of the CIPSI state of
   :data:`NATURAL_SIZE` determinants grown from CISD around the reference determinant in it
   (:func:`natural_rotation`): a multireference state spreads over fewer determinants in its own
-  natural orbitals. Canonical orbitals holding a Hartree-Fock determinant are rotated only by
-  ``"natural"``. In natural orbitals the reference determinant is the aufbau one, the most occupied
+  natural orbitals. In natural orbitals the reference determinant is the aufbau one, the most occupied
   orbitals (:func:`natural_reference`: the leading determinant of the state they come from), not the
   lowest ``<D|H|D>``, which there is some other, minor configuration.
 * The rotation itself is :func:`hamiltonians.orbitals.rotate_orbitals`.
@@ -66,7 +65,9 @@ def choose_orbitals(H: MolecularHamiltonian, kind: str = "auto", found=None) -> 
     found = found if found is not None else lowest_determinant(H)
     if kind != "scf" and not found.found_by.startswith("lowest"):
         base = OrbitalChoice("given", f"a Hartree-Fock determinant of the given orbitals ({found.found_by})")
-        return _natural(H, base, compare=False) if kind == "natural" else base
+        if kind == "natural" or H.n_determinants > NATURAL_SIZE:
+            return _natural(H, base, compare=kind == "auto")
+        return base
     base = _given_or_scf(H, kind, found)
     if kind == "scf" or (kind == "auto" and H.n_determinants <= NATURAL_SIZE):
         return base

@@ -64,18 +64,21 @@ def test_natural_orbitals_are_those_of_the_state_in_auto_s_orbitals():
 
 
 def test_auto_keeps_natural_orbitals_only_where_cipsi_reaches_lower_in_them(monkeypatch):
-    """H10 in Lowdin orbitals at 1.8 bohr (63,504 determinants, past ``NATURAL_SIZE``): ``"auto"``
+    """Canonical H8 is tried in natural orbitals only past ``NATURAL_SIZE`` determinants (here
+    lowered to 1,000). H10 in Lowdin orbitals at 1.8 bohr (63,504 determinants): ``"auto"``
     goes to the SCF's orbitals, then to the natural orbitals of 8,192 CIPSI determinants there,
     where as many reach lower; the recorded energy is that of a CIPSI in the chosen orbitals. With
     a natural rotation that scrambles the orbitals instead, ``"auto"`` keeps the SCF's and records
     why."""
     import nnqs.app.orbitals as orbitals
 
-    with monkeypatch.context() as patch:   # canonical orbitals (an HF determinant among them) get no trial
+    canonical_h8 = orbitals.rotate_orbitals(localised_chain(8, 1.8), choose_orbitals(localised_chain(8, 1.8), "scf").rotation)
+    assert choose_orbitals(canonical_h8).natural is None   # 4,900 determinants: no trial
+    with monkeypatch.context() as patch:   # past NATURAL_SIZE canonical orbitals (an HF determinant among them) too
         patch.setattr(orbitals, "NATURAL_SIZE", 1000)
-        canonical = choose_orbitals(orbitals.rotate_orbitals(localised_chain(8, 1.8),
-                                                             choose_orbitals(localised_chain(8, 1.8), "scf").rotation))
-        assert canonical.kind == "given" and canonical.natural is None
+        canonical = choose_orbitals(canonical_h8)
+        assert canonical.natural["size"] == 1000 and "in the given orbitals" in canonical.reason
+        assert (canonical.kind == "natural") == (canonical.natural["energy_natural"] < canonical.natural["energy"] - 1e-6)
     H = localised_chain(10, 1.8)
     choice = choose_orbitals(H, "auto")
     assert choice.kind == "natural" and choice.natural["size"] == orbitals.NATURAL_SIZE
