@@ -16,8 +16,9 @@ Rules:
   reaches the lower ``E_var``: the SCF's where the state is delocalised (near equilibrium), the
   given localised ones where it is not (stretched bonds, where a canonical basis spreads it).
   Past :data:`NATURAL_SIZE` determinants ``"auto"`` then tries that set's natural orbitals (as
-  ``"natural"``; canonical orbitals holding a Hartree-Fock determinant too) and keeps them where a CIPSI of as many determinants (from CISD around their
-  aufbau determinant) reaches lower in them.
+  ``"natural"``; canonical orbitals holding a Hartree-Fock determinant too) and keeps them where a
+  CIPSI of twice as many determinants as their state's (from CISD around the reference determinant
+  in each set) reaches lower in them.
 * ``"natural"`` takes the set ``"auto"`` would without that trial, then the natural orbitals
   (:func:`hamiltonians.rdm_matrices.natural_orbitals`, most occupied first) of the CIPSI state of
   :data:`NATURAL_SIZE` determinants grown from CISD around the reference determinant in it
@@ -103,22 +104,29 @@ def _given_or_scf(H: MolecularHamiltonian, kind: str, found) -> OrbitalChoice:
 
 def _natural(H: MolecularHamiltonian, base: OrbitalChoice, *, compare: bool) -> OrbitalChoice:
     """``base``'s orbitals rotated into the natural orbitals of a CIPSI state in them; with
-    ``compare``, only where a CIPSI of the same size reaches lower in those (else ``base``, the
-    comparison recorded)."""
+    ``compare``, only where a CIPSI of twice that state's size (grown from CISD, as a run's start
+    grows its space) reaches lower in those than in ``base``'s (else ``base``, the comparison
+    recorded). At the state's own size the comparison would favour ``base``: where CISD is larger
+    than :data:`NATURAL_SIZE` that state is CISD itself, variational in ``base``'s orbitals."""
     in_base = H if base.rotation is None else rotate_orbitals(H, base.rotation)
     rotation, natural = natural_rotation(in_base)
     where = "given" if base.rotation is None else "SCF"
     if compare:
-        natural["energy_natural"], _ = _cipsi(rotate_orbitals(in_base, rotation), natural["size"], "aufbau")
-        if not natural["energy_natural"] < natural["energy"] - 1e-6:
-            reason = (f"{base.reason}; the natural orbitals of {natural['size']} CIPSI determinants reach no lower "
-                      f"({natural['energy_natural']:.8f} >= {natural['energy']:.8f} Ha)")
+        size = natural["compared_size"] = 2 * natural["size"]
+        natural["energy_compared"], _ = _cipsi(in_base, size)
+        natural["energy_natural"], _ = _cipsi(rotate_orbitals(in_base, rotation), size, "aufbau")
+        log.info("%d CIPSI determinants: %.8f Ha in the %s orbitals, %.8f Ha in their natural ones", size,
+                 natural["energy_compared"], where, natural["energy_natural"])
+        if not natural["energy_natural"] < natural["energy_compared"] - 1e-6:
+            reason = (f"{base.reason}; in the natural orbitals of {natural['size']} CIPSI determinants {size} reach "
+                      f"no lower ({natural['energy_natural']:.8f} >= {natural['energy_compared']:.8f} Ha)")
             return dataclasses.replace(base, reason=reason, natural=natural)
     if base.rotation is not None:
         rotation = base.rotation @ rotation
     reason = f"natural orbitals of {natural['size']} CIPSI determinants ({natural['energy']:.8f} Ha) in the {where} orbitals"
     if compare:
-        reason += f", where as many reach lower ({natural['energy_natural']:.8f} Ha)"
+        reason += (f", where {natural['compared_size']} reach lower ({natural['energy_natural']:.8f} < "
+                   f"{natural['energy_compared']:.8f} Ha)")
     return OrbitalChoice("natural", f"{reason}; {base.reason}", rotation, base.scf_energy, base.probes, natural)
 
 
