@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
+import numpy as np
 import torch
 
 from hamiltonians import MolecularHamiltonian, from_pyscf, read_fcidump, write_fcidump
@@ -39,8 +40,10 @@ log = logging.getLogger(__name__)
 #: rotate with the number of OpenMP threads, and a network trained on one basis is wrong in
 #: the other.
 HAMILTONIAN_FILE = "hamiltonian.fcidump"
-#: Which orbitals a run chose (:class:`~hamiltonians.orbitals.OrbitalChoice`'s record), saved beside
-#: its integrals: a resume from them alone needs it to tell natural orbitals (``"auto"`` may pick them).
+#: Which orbitals a run chose (:class:`~hamiltonians.orbitals.OrbitalChoice`'s record and its
+#: ``rotation``), saved beside its integrals: a resume takes that choice again instead of making it
+#: anew (``"auto"``'s trial costs CIPSIs, and a newer nnqs may choose otherwise), and a resume from the
+#: saved integrals alone needs it to tell natural orbitals.
 ORBITALS_FILE = "orbitals.json"
 
 
@@ -139,8 +142,10 @@ def resolve_order(spec, n_orbitals: int, n_occupied: int = 0, H: MolecularHamilt
     return order
 
 
-def build_system(config: MoleculeConfig, *, references: bool = True, fci_max_determinants: int = FCI_MAX_DETERMINANTS) -> System:
-    """Build the Hamiltonian (PySCF or FCIDUMP), its reference energies and orbital order.
+def build_system(config: MoleculeConfig, *, references: bool = True, fci_max_determinants: int = FCI_MAX_DETERMINANTS,
+                 choice: OrbitalChoice | None = None) -> System:
+    """Build the Hamiltonian (PySCF or FCIDUMP), its reference energies and orbital order;
+    ``choice``: the orbitals already chosen (a resumed run's), else chosen now (:func:`arranged`).
 
     Raises:
         ConfigError: for an unknown basis, impossible electron counts, a bad orbital order.
@@ -168,11 +173,11 @@ def build_system(config: MoleculeConfig, *, references: bool = True, fci_max_det
                 raise ConfigError(f"[molecule] cannot build {config.geometry!r}/{config.basis}: {message}") from None
         for w in caught:
             log.warning("PySCF: %s", w.message)
-    return _ordered_system(config, H, references, fci_max_determinants)
+    return _ordered_system(config, H, references, fci_max_determinants, choice=choice)
 
 
 def _ordered_system(config: MoleculeConfig, H: MolecularHamiltonian, references: bool,
-                    fci_max_determinants: int, *, rotate: bool = True) -> System:
+                    fci_max_determinants: int, *, rotate: bool = True, choice: OrbitalChoice | None = None) -> System:
     """References of the original integrals ``H`` (the quick ones, :mod:`nnqs.app.references`),
     then ``H`` rotated (with ``rotate``, :func:`arranged`) and moved into ``config``'s order."""
     refs: dict = {}
@@ -180,29 +185,36 @@ def _ordered_system(config: MoleculeConfig, H: MolecularHamiltonian, references:
         if H.n_determinants > fci_max_determinants and config.dmrg:
             log.info("%.3g determinants: beyond FCI, the reference is DMRG (block2)", H.n_determinants)
         refs = quick_references(H, dmrg=config.dmrg, fci_max_determinants=fci_max_determinants)
-    system = arranged(config, H, refs, rotate=rotate)
+    system = arranged(config, H, refs, rotate=rotate, choice=choice)
     log.info("system %s: N=%d, (%d, %d) electrons, references %s", config.name, H.n_orbitals, H.n_alpha, H.n_beta,
              {k: v for k, v in refs.items() if k not in ("notes", "details")})
     return system
 
 
-def arranged(config: MoleculeConfig, H: MolecularHamiltonian, references: dict, *, rotate: bool = True) -> System:
+def arranged(config: MoleculeConfig, H: MolecularHamiltonian, references: dict, *, rotate: bool = True,
+             choice: OrbitalChoice | None = None) -> System:
     """The :class:`System` of integrals ``H``: rotated into ``[molecule] orbitals`` (with
-    ``rotate``; in-memory solvers keep the orbitals they are given), its reference determinant
+    ``rotate``; in-memory solvers keep the orbitals they are given) or into ``choice``'s (orbitals
+    chosen before: a resumed run's, whatever the config now says), its reference determinant
     found (``[molecule] reference``; in natural orbitals the most occupied ones,
     :func:`~nnqs.app.orbitals.natural_reference`), then the orbitals moved into
     ``[molecule] orbital_order``."""
-    found, choice, given = None, None, None
-    if config.reference == "auto" or (rotate and config.orbitals != "given"):
+    found, given = None, None
+    choose = rotate and choice is None and config.orbitals != "given"
+    if config.reference == "auto" or choose:
         found = lowest_determinant(H)
-    if rotate and config.orbitals != "given":
+    if choose:
         try:
             choice = choose_orbitals(H, config.orbitals, found)
         except ValueError as error:
             raise ConfigError(f"[molecule] {error}") from None
+    if rotate and choice is not None:
         if choice.rotation is not None:
             log.warning("orbitals rotated: %s", choice.reason)
-            given, H = H, rotate_orbitals(H, choice.rotation)
+            try:
+                given, H = H, rotate_orbitals(H, choice.rotation)
+            except ValueError as error:   # only a choice made before (a saved one) can be of other integrals
+                raise ConfigError(f"the orbitals chosen before do not fit these integrals: {error}") from None
             found = natural_reference(H) if choice.kind == "natural" else lowest_determinant(H)
     if config.reference != "auto":
         found = None
@@ -258,7 +270,16 @@ def run_system(config: MoleculeConfig, out: Path, *, resume: bool, save: bool = 
     if resume and path.exists() and config.fcidump and not Path(config.fcidump).exists():
         log.warning("%s is gone: resuming from the integrals saved in %s", config.fcidump, path)
         return system_in_order(config, read_fcidump(path), references=references, orbitals=_saved_orbitals(out))
-    system = build_system(config, references=references)
+    saved_choice = _saved_choice(out) if resume and path.exists() else None
+    if saved_choice is not None:
+        log.info("orbitals as the run chose them (%s): %s", ORBITALS_FILE, saved_choice.kind)
+    try:
+        system = build_system(config, references=references, choice=saved_choice)
+    except ConfigError as error:
+        if saved_choice is None:
+            raise
+        log.warning("%s: %s; the orbitals are chosen again", out / ORBITALS_FILE, error)
+        system = build_system(config, references=references)
     if resume and path.exists():
         saved = read_fcidump(path)
         check_same_molecule(saved, system, path)
@@ -268,23 +289,49 @@ def run_system(config: MoleculeConfig, out: Path, *, resume: bool, save: bool = 
                     "degenerate orbitals may not be those the network was trained in", path)
     elif save:
         write_fcidump(system.hamiltonian, path)
-        orbitals = system.orbitals.to_dict() if system.orbitals is not None else {"kind": "given"}
-        write_json(out / ORBITALS_FILE, orbitals)
+        choice = system.orbitals if system.orbitals is not None else OrbitalChoice("given", "as given")
+        rotation = None if choice.rotation is None else np.asarray(choice.rotation).tolist()
+        write_json(out / ORBITALS_FILE, {**choice.to_dict(), "rotation": rotation})
     return system
 
 
-def _saved_orbitals(out: Path) -> str | None:
-    """The orbitals' kind a run in ``out`` recorded (:data:`ORBITALS_FILE`); ``None`` (with a
+def _saved_record(out: Path) -> dict | None:
+    """What a run in ``out`` recorded of its orbitals (:data:`ORBITALS_FILE`); ``None`` (with a
     warning where the file is unreadable) when it is absent (a run from an older nnqs)."""
     chosen = out / ORBITALS_FILE
     if not chosen.exists():
         return None
     try:
-        kind = json.loads(chosen.read_text())["kind"]
+        record = json.loads(chosen.read_text())
+        str(record["kind"])
     except (OSError, ValueError, KeyError, TypeError) as error:
         log.warning("%s is unreadable (%s): the orbitals are taken from the config", chosen, error)
         return None
-    return str(kind)
+    return record
+
+
+def _saved_orbitals(out: Path) -> str | None:
+    """The orbitals' kind a run in ``out`` recorded, or ``None`` (:func:`_saved_record`)."""
+    record = _saved_record(out)
+    return None if record is None else str(record["kind"])
+
+
+def _saved_choice(out: Path) -> OrbitalChoice | None:
+    """The :class:`OrbitalChoice` a run in ``out`` recorded, rotation included; ``None`` where the
+    record is absent, unreadable, or (a run from an older nnqs) rotated without its rotation."""
+    record = _saved_record(out)
+    if record is None:
+        return None
+    kind, rotation = str(record["kind"]), record.get("rotation")
+    try:
+        rotation = None if rotation is None else np.asarray(rotation, dtype=np.float64)
+    except (TypeError, ValueError):
+        rotation = np.zeros(0)
+    n = None if rotation is None else rotation.shape
+    if kind != "given" and (n is None or len(n) != 2 or n[0] != n[1]):
+        return None
+    return OrbitalChoice(kind, str(record.get("reason", "")), rotation, record.get("scf_energy"), record.get("probes"),
+                         record.get("natural"))
 
 
 def check_same_molecule(saved: MolecularHamiltonian, system: System, path: Path) -> None:

@@ -2,10 +2,12 @@
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 
-from hamiltonians import from_pyscf, write_fcidump
+from hamiltonians import from_pyscf, read_fcidump, write_fcidump
+from hamiltonians.molecular import permute_orbitals
 from nnqs.app.runconfig import ConfigError
 
 
@@ -192,3 +194,50 @@ def test_a_run_folder_records_its_orbitals_and_a_resume_without_its_source_uses_
     damaged = run_system(MoleculeConfig(name="h6", fcidump=str(path), orbitals="auto"), out, resume=True,
                          references=False)
     assert damaged.reference is not None and not damaged.reference.found_by.startswith("aufbau (the most occupied")
+
+
+def test_a_resume_takes_the_orbitals_its_run_chose_without_choosing_again(tmp_path, monkeypatch, caplog):
+    """A resumed run rotates the config's integrals by the saved rotation (``orbitals.json``) and
+    runs no trial: the same integrals and reference as when it began, even where the config now
+    asks for other orbitals. A saved rotation that does not fit (damaged), or none where one is
+    needed (a folder from an older nnqs), is a warning and the orbitals are chosen again."""
+    import json
+
+    import nnqs.app.system as system_module
+    from nnqs.app.runconfig import MoleculeConfig
+    from nnqs.app.system import ORBITALS_FILE, run_system
+    from tests.systems import localised_chain
+
+    path = tmp_path / "h6.fcidump"
+    write_fcidump(localised_chain(6, 1.8), path)
+    out = tmp_path / "run"
+    out.mkdir()
+    built = run_system(MoleculeConfig(name="h6", fcidump=str(path), orbitals="natural"), out, resume=False,
+                       references=False)
+    record = json.loads((out / ORBITALS_FILE).read_text())
+    assert np.abs(np.asarray(record["rotation"]) - built.orbitals.rotation).max() == 0   # exact through JSON
+
+    def no_trial(*args, **kwargs):
+        raise AssertionError("the orbitals were chosen again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(system_module, "choose_orbitals", no_trial)
+        again = run_system(MoleculeConfig(name="h6", fcidump=str(path), orbitals="given"), out, resume=True,
+                           references=False)
+    assert again.orbitals.kind == "natural" and torch.equal(again.hf_occupation, built.hf_occupation)
+    assert torch.allclose(again.given_hamiltonian.h1, read_fcidump(path).h1, rtol=0, atol=0)
+    saved = read_fcidump(out / "hamiltonian.fcidump")
+    assert torch.equal(again.hamiltonian.h1, saved.h1)
+    rebuilt = system_module.rotate_orbitals(read_fcidump(path), built.orbitals.rotation)
+    assert torch.allclose(permute_orbitals(rebuilt, again.order).h1, saved.h1, rtol=0, atol=1e-12)
+    for damaged in ({**record, "rotation": [[1.0, 0.0], [0.0, 1.0]]}, {k: v for k, v in record.items() if k != "rotation"}):
+        (out / ORBITALS_FILE).write_text(json.dumps(damaged))
+        calls = []
+        real = system_module.choose_orbitals
+        with monkeypatch.context() as patch:
+            patch.setattr(system_module, "choose_orbitals", lambda *a, **k: calls.append(1) or real(*a, **k))
+            caplog.clear()
+            redone = run_system(MoleculeConfig(name="h6", fcidump=str(path), orbitals="natural"), out, resume=True,
+                                references=False)
+        assert calls == [1] and torch.equal(redone.hf_occupation, built.hf_occupation)
+        assert ("do not fit" in caplog.text) == ("rotation" in damaged)
