@@ -15,7 +15,7 @@ Rules:
   CIPSI (:data:`PROBE_SIZE` determinants from the reference determinant, :func:`probe_energy`)
   reaches the lower ``E_var``: the SCF's where the state is delocalised (near equilibrium), the
   given localised ones where it is not (stretched bonds, where a canonical basis spreads it).
-  Past :data:`NATURAL_SIZE` determinants ``"auto"`` then tries that set's natural orbitals (as
+  Past twice :data:`NATURAL_SIZE` determinants ``"auto"`` then tries that set's natural orbitals (as
   ``"natural"``; canonical orbitals holding a Hartree-Fock determinant too) and keeps them where a
   CIPSI of twice as many determinants as their state's (from CISD around the reference determinant
   in each set) reaches lower in them.
@@ -66,11 +66,11 @@ def choose_orbitals(H: MolecularHamiltonian, kind: str = "auto", found=None) -> 
     found = found if found is not None else lowest_determinant(H)
     if kind != "scf" and not found.found_by.startswith("lowest"):
         base = OrbitalChoice("given", f"a Hartree-Fock determinant of the given orbitals ({found.found_by})")
-        if kind == "natural" or H.n_determinants > NATURAL_SIZE:
+        if kind == "natural" or H.n_determinants > 2 * NATURAL_SIZE:
             return _natural(H, base, compare=kind == "auto")
         return base
     base = _given_or_scf(H, kind, found)
-    if kind == "scf" or (kind == "auto" and H.n_determinants <= NATURAL_SIZE):
+    if kind == "scf" or (kind == "auto" and H.n_determinants <= 2 * NATURAL_SIZE):
         return base
     return _natural(H, base, compare=kind == "auto")
 
@@ -111,6 +111,9 @@ def _natural(H: MolecularHamiltonian, base: OrbitalChoice, *, compare: bool) -> 
     in_base = H if base.rotation is None else rotate_orbitals(H, base.rotation)
     rotation, natural = natural_rotation(in_base)
     where = "given" if base.rotation is None else "SCF"
+    if compare and 2 * natural["size"] >= H.n_determinants:   # CISD past half the space: CIPSI reaches FCI in both
+        reason = f"{base.reason}; the space holds no more than twice the natural orbitals' state ({natural['size']})"
+        return dataclasses.replace(base, reason=reason, natural=natural)
     if compare:
         size = natural["compared_size"] = 2 * natural["size"]
         natural["energy_compared"], _ = _cipsi(in_base, size)

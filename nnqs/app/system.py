@@ -214,7 +214,7 @@ def arranged(config: MoleculeConfig, H: MolecularHamiltonian, references: dict, 
             try:
                 given, H = H, rotate_orbitals(H, choice.rotation)
             except ValueError as error:   # only a choice made before (a saved one) can be of other integrals
-                raise ConfigError(f"the orbitals chosen before do not fit these integrals: {error}") from None
+                raise _UnfitChoice(f"the orbitals chosen before do not fit these integrals: {error}") from None
             found = natural_reference(H) if choice.kind == "natural" else lowest_determinant(H)
     if config.reference != "auto":
         found = None
@@ -262,9 +262,11 @@ def run_system(config: MoleculeConfig, out: Path, *, resume: bool, save: bool = 
     """The system of a run in folder ``out``.
 
     A new run builds it from ``config`` and (with ``save``) saves its integrals to
-    ``out/HAMILTONIAN_FILE``. A resumed run trains on the saved integrals, after checking that
-    they describe ``config``'s molecule; when an ``--fcidump`` source has moved, the saved
-    integrals alone define the system.
+    ``out/HAMILTONIAN_FILE`` and its orbitals' choice to ``out/ORBITALS_FILE``. A resumed run
+    takes that choice again (no trial), and trains on the saved integrals after checking that they
+    describe ``config``'s molecule; where the saved choice does not fit the integrals built now
+    (damaged, or degenerate orbitals returned in another basis), the orbitals are chosen again.
+    When an ``--fcidump`` source has moved, the saved integrals alone define the system.
     """
     path = out / HAMILTONIAN_FILE
     if resume and path.exists() and config.fcidump and not Path(config.fcidump).exists():
@@ -273,13 +275,11 @@ def run_system(config: MoleculeConfig, out: Path, *, resume: bool, save: bool = 
     saved_choice = _saved_choice(out) if resume and path.exists() else None
     if saved_choice is not None:
         log.info("orbitals as the run chose them (%s): %s", ORBITALS_FILE, saved_choice.kind)
-    try:
-        system = build_system(config, references=references, choice=saved_choice)
-    except ConfigError as error:
-        if saved_choice is None:
-            raise
-        log.warning("%s: %s; the orbitals are chosen again", out / ORBITALS_FILE, error)
-        system = build_system(config, references=references)
+    if saved_choice is not None:
+        resumed = _resumed_in(config, saved_choice, out, references)
+        if resumed is not None:
+            return resumed
+    system = build_system(config, references=references)
     if resume and path.exists():
         saved = read_fcidump(path)
         check_same_molecule(saved, system, path)
@@ -295,6 +295,28 @@ def run_system(config: MoleculeConfig, out: Path, *, resume: bool, save: bool = 
     return system
 
 
+def _resumed_in(config: MoleculeConfig, choice: OrbitalChoice, out: Path, references: bool) -> System | None:
+    """The system of a resumed run in the orbitals it chose (``choice``) on its saved integrals;
+    ``None`` (a warning) where that choice does not fit the integrals built now."""
+    path = out / HAMILTONIAN_FILE
+    try:
+        system = build_system(config, references=references, choice=choice)
+    except _UnfitChoice as error:
+        log.warning("%s: %s; the orbitals are chosen again", out / ORBITALS_FILE, error)
+        return None
+    saved = read_fcidump(path)
+    try:
+        check_same_molecule(saved, system, path)
+    except ConfigError as error:   # e.g. degenerate orbitals returned in another basis by this process
+        log.warning("in the orbitals %s records, %s; the orbitals are chosen again", ORBITALS_FILE, error)
+        return None
+    return dataclasses.replace(system, hamiltonian=saved)
+
+
+class _UnfitChoice(ConfigError):
+    """A saved orbital choice that does not fit the integrals built now (:func:`run_system`)."""
+
+
 def _saved_record(out: Path) -> dict | None:
     """What a run in ``out`` recorded of its orbitals (:data:`ORBITALS_FILE`); ``None`` (with a
     warning where the file is unreadable) when it is absent (a run from an older nnqs)."""
@@ -305,7 +327,7 @@ def _saved_record(out: Path) -> dict | None:
         record = json.loads(chosen.read_text())
         str(record["kind"])
     except (OSError, ValueError, KeyError, TypeError) as error:
-        log.warning("%s is unreadable (%s): the orbitals are taken from the config", chosen, error)
+        log.warning("%s is unreadable (%s): the orbitals are chosen again from the config", chosen, error)
         return None
     return record
 
@@ -329,6 +351,8 @@ def _saved_choice(out: Path) -> OrbitalChoice | None:
         rotation = np.zeros(0)
     n = None if rotation is None else rotation.shape
     if kind != "given" and (n is None or len(n) != 2 or n[0] != n[1]):
+        log.warning("%s records %s orbitals without their rotation (an older nnqs?), or a damaged one: the orbitals "
+                    "are chosen again", out / ORBITALS_FILE, kind)
         return None
     return OrbitalChoice(kind, str(record.get("reason", "")), rotation, record.get("scf_energy"), record.get("probes"),
                          record.get("natural"))

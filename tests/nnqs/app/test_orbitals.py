@@ -66,7 +66,8 @@ def test_natural_orbitals_are_those_of_the_state_in_auto_s_orbitals():
 
 def test_auto_keeps_natural_orbitals_only_where_cipsi_reaches_lower_in_them(monkeypatch):
     """With ``NATURAL_SIZE`` lowered to 1,000: canonical H8 (4,900 determinants, an HF determinant
-    among them) is tried in natural orbitals too. H10 in Lowdin orbitals at 1.8 bohr (63,504
+    among them, past twice that) is tried in natural orbitals too; with a natural state of more
+    than half its space, not compared (CIPSI would reach FCI in both). H10 in Lowdin orbitals at 1.8 bohr (63,504
     determinants): ``"auto"`` goes to the SCF's orbitals, then to the natural orbitals of 1,000
     CIPSI determinants there, where 2,000 reach lower than in the SCF's (by 0.05 mHa); the recorded
     energies are those of CIPSIs in each. With a natural rotation that scrambles the orbitals
@@ -80,6 +81,11 @@ def test_auto_keeps_natural_orbitals_only_where_cipsi_reaches_lower_in_them(monk
     assert canonical.natural["size"] == 1000 and canonical.natural["compared_size"] == 2000
     assert "of the given orbitals" in canonical.reason
     assert (canonical.kind == "natural") == (canonical.natural["energy_natural"] < canonical.natural["energy_compared"] - 1e-6)
+    real = orbitals.natural_rotation
+    with monkeypatch.context() as patch:
+        patch.setattr(orbitals, "natural_rotation", lambda H, size=None: (real(H, size)[0], {"size": 2450}))
+        half = choose_orbitals(canonical_h8)
+        assert half.kind == "given" and "no more than twice" in half.reason and "compared_size" not in half.natural
     H = localised_chain(10, 1.8)
     choice = choose_orbitals(H, "auto")
     assert choice.kind == "natural" and choice.natural["size"] == 1000
@@ -91,8 +97,6 @@ def test_auto_keeps_natural_orbitals_only_where_cipsi_reaches_lower_in_them(monk
     scf = choose_orbitals(H, "scf")
     e_scf, _ = orbitals._cipsi(rotate_orbitals(H, scf.rotation), size)
     assert abs(e_scf - choice.natural["energy_compared"]) < 1e-9
-
-    real = orbitals.natural_rotation
 
     def scrambled(H, size=None):
         _, record = real(H, size)

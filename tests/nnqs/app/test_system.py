@@ -199,8 +199,10 @@ def test_a_run_folder_records_its_orbitals_and_a_resume_without_its_source_uses_
 def test_a_resume_takes_the_orbitals_its_run_chose_without_choosing_again(tmp_path, monkeypatch, caplog):
     """A resumed run rotates the config's integrals by the saved rotation (``orbitals.json``) and
     runs no trial: the same integrals and reference as when it began, even where the config now
-    asks for other orbitals. A saved rotation that does not fit (damaged), or none where one is
-    needed (a folder from an older nnqs), is a warning and the orbitals are chosen again."""
+    asks for other orbitals. A saved rotation that does not fit (damaged), none where one is needed
+    (a folder from an older nnqs), or one that gives integrals other than the saved ones (as
+    degenerate orbitals returned in another basis would) is a warning, and the orbitals are chosen
+    again."""
     import json
 
     import nnqs.app.system as system_module
@@ -230,7 +232,10 @@ def test_a_resume_takes_the_orbitals_its_run_chose_without_choosing_again(tmp_pa
     assert torch.equal(again.hamiltonian.h1, saved.h1)
     rebuilt = system_module.rotate_orbitals(read_fcidump(path), built.orbitals.rotation)
     assert torch.allclose(permute_orbitals(rebuilt, again.order).h1, saved.h1, rtol=0, atol=1e-12)
-    for damaged in ({**record, "rotation": [[1.0, 0.0], [0.0, 1.0]]}, {k: v for k, v in record.items() if k != "rotation"}):
+    cases = {"do not fit": {**record, "rotation": [[1.0, 0.0], [0.0, 1.0]]},
+             "without their rotation": {k: v for k, v in record.items() if k != "rotation"},
+             "in the orbitals orbitals.json records": {**record, "rotation": np.eye(6).tolist()}}   # other orbitals
+    for message, damaged in cases.items():
         (out / ORBITALS_FILE).write_text(json.dumps(damaged))
         calls = []
         real = system_module.choose_orbitals
@@ -240,4 +245,4 @@ def test_a_resume_takes_the_orbitals_its_run_chose_without_choosing_again(tmp_pa
             redone = run_system(MoleculeConfig(name="h6", fcidump=str(path), orbitals="natural"), out, resume=True,
                                 references=False)
         assert calls == [1] and torch.equal(redone.hf_occupation, built.hf_occupation)
-        assert ("do not fit" in caplog.text) == ("rotation" in damaged)
+        assert message in caplog.text and "chosen again" in caplog.text
