@@ -47,6 +47,26 @@ from nnqs.wavefunction.tokens import tokens_to_occupations  # noqa: E402
 logger = logging.getLogger("space_energy_run")
 
 
+def after_the_loop(config_path: str, loop_state: str | None):
+    """``(system, solver, pool, run_seconds)``: a config's start and subspace loop done in memory
+    (fine local energies for any VMC after it), or loaded from ``loop_state`` where that file exists
+    (else written there after them): the loop's network in ``solver`` and its best ``pool``."""
+    config = load_config(config_path)
+    config = dataclasses.replace(config, local_energy=dataclasses.replace(config.local_energy, coarse_steps=0))
+    system = build_system(config.molecule, references=False)
+    solver = NNQS(config).prepare(system)
+    began = time.perf_counter()
+    if loop_state and os.path.exists(loop_state):
+        saved = torch.load(loop_state, weights_only=False)
+        solver.driver.start_from(saved["model"])
+        return system, solver, SCIState.from_dict(saved["pool"]), saved["run_seconds"]
+    solver.start()
+    pool, run_seconds = solver.pool, time.perf_counter() - began
+    if loop_state:
+        torch.save({"model": solver.model.state_dict(), "pool": pool.to_dict(), "run_seconds": run_seconds}, loop_state)
+    return system, solver, pool, run_seconds
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--config", required=True)
@@ -63,22 +83,8 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     torch.set_num_threads(1)
-    config = load_config(args.config)
-    config = dataclasses.replace(config, local_energy=dataclasses.replace(config.local_energy, coarse_steps=0))
-    system = build_system(config.molecule, references=False)
-    solver = NNQS(config).prepare(system)
+    system, solver, pool, run_seconds = after_the_loop(args.config, args.loop_state)
     driver, model, H = solver.driver, solver.model, solver.H
-    began = time.perf_counter()
-    if args.loop_state and os.path.exists(args.loop_state):
-        saved = torch.load(args.loop_state, weights_only=False)
-        driver.start_from(saved["model"])
-        pool, run_seconds = SCIState.from_dict(saved["pool"]), saved["run_seconds"]
-    else:
-        solver.start()
-        pool, run_seconds = solver.pool, time.perf_counter() - began
-        if args.loop_state:
-            torch.save({"model": model.state_dict(), "pool": pool.to_dict(), "run_seconds": run_seconds},
-                       args.loop_state)
     top = pool.dets[torch.argsort(pool.coefficients.abs(), descending=True)[:args.determinants]]
     fresh = copy.deepcopy(driver.state_dict())
     rows: list[dict] = []
