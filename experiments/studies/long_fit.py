@@ -6,7 +6,8 @@ and best pool a config's subspace loop leaves (run in memory, or loaded with ``-
 for each ``--determinants`` value, the loop's fit (:func:`nnqs.training.fit.fit_to_state`: Adam
 on the cross-entropy of the pool's largest determinants plus ``[subspace] fit_tail`` draws of
 the others, the phases kept) continued from the loop's network in ``--chunks`` rounds of
-``--chunk-steps`` amplitude steps (each round a fresh Adam, as each loop cycle's fit). After each
+``--chunk-steps`` amplitude steps (each round a fresh Adam, as each loop cycle's fit; ``--lr``,
+decaying on a cosine to ``--final-lr-ratio`` of it within each round). After each
 round: the fidelity with the pool's state, the network's weight on the pool, its Rayleigh
 quotient on the pool's 8,192 largest determinants (``E_S``), and its own energy in the whole space
 by the run's final evaluation (``--samples`` draws, fine local energies), in mHa above
@@ -15,7 +16,7 @@ by the run's final evaluation (``--samples`` draws, fine local energies), in mHa
 Usage::
 
     python experiments/studies/long_fit.py --config FILE --reference E [--loop-state FILE]
-        [--determinants 1024,4096] [--chunks 5] [--chunk-steps 200] [--out FILE]
+        [--determinants 1024,4096] [--chunks 5] [--chunk-steps 200] [--lr LR] [--final-lr-ratio R] [--out FILE]
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def main(argv=None) -> dict:
     p.add_argument("--determinants", default="1024,4096", help="the largest determinants fitted, one arm each")
     p.add_argument("--chunks", type=int, default=5)
     p.add_argument("--chunk-steps", type=int, default=200)
+    p.add_argument("--lr", type=float, default=None, help="the rounds' learning rate (default: [subspace] fit_lr)")
+    p.add_argument("--final-lr-ratio", type=float, default=1.0, help="each round's cosine decay to lr * this")
     p.add_argument("--space", type=int, default=8192, help="E_S on the pool's this many largest determinants")
     p.add_argument("--samples", type=int, default=100_000)
     p.add_argument("--out", default=os.path.join(EXPERIMENTS, "results", "long_fit.json"))
@@ -61,6 +64,7 @@ def main(argv=None) -> dict:
     tokens = occupations_to_tokens(pool.dets.long()).to(model.device)
     top = pool.dets[torch.argsort(pool.coefficients.abs(), descending=True)[:args.space]]
     loop_weights = copy.deepcopy(model.state_dict())
+    lr = args.lr if args.lr is not None else settings.fit_lr
     rows: list[dict] = []
 
     def record(arm: str, steps: int, fidelity: float, seconds: float) -> None:
@@ -78,7 +82,7 @@ def main(argv=None) -> dict:
     def save(complete: bool) -> dict:
         return save_results(args.out, rows, args=args, extra={
             "pool": {"determinants": int(pool.dets.shape[0]), "energy_mha": 1e3 * (pool.energy - args.reference)},
-            "run_seconds": run_seconds, "preset": solver.preset, "fit_lr": settings.fit_lr,
+            "run_seconds": run_seconds, "preset": solver.preset, "fit_lr": lr,
             "fit_tail": settings.fit_tail, "complete": complete},
             note="one thread; energies in mHa above --reference; E_S on the best pool's --space largest")
 
@@ -89,9 +93,9 @@ def main(argv=None) -> dict:
         seconds = 0.0
         for chunk in range(1, args.chunks + 1):
             t0 = time.perf_counter()
-            fidelity = fit_to_state(model, tokens, pool.coefficients, steps=args.chunk_steps, lr=settings.fit_lr,
+            fidelity = fit_to_state(model, tokens, pool.coefficients, steps=args.chunk_steps, lr=lr,
                                     max_determinants=kept, tail=settings.fit_tail, phases={"steps": 0},
-                                    target_fidelity=1.0)
+                                    target_fidelity=1.0, final_lr_ratio=args.final_lr_ratio)
             seconds += time.perf_counter() - t0
             record(arm, chunk * args.chunk_steps, fidelity, seconds)
             save(False)

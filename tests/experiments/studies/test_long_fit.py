@@ -20,7 +20,7 @@ def test_long_fit_on_h2o_sto3g(tmp_path):
         '[subspace]\ncycles = 1\nn_samples = 2000\npool = 200\nextend = 40\nfit_steps = 5\nphase_steps = 5\n')
     out = tmp_path / "long_fit.json"
     long_fit.main(["--config", str(config), "--reference", "-75.0", "--determinants", "50,200", "--chunks", "2",
-                   "--chunk-steps", "30", "--samples", "2000", "--space", "100", "--loop-state", str(tmp_path / "loop.pt"),
+                   "--chunk-steps", "30", "--lr", "1e-3", "--final-lr-ratio", "0.1", "--samples", "2000", "--space", "100", "--loop-state", str(tmp_path / "loop.pt"),
                    "--out", str(out)])
     saved = json.loads(out.read_text())
     rows = saved["results"]
