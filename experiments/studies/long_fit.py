@@ -33,7 +33,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from experiments.common import EXPERIMENTS, save_results  # noqa: E402
-from experiments.studies.space_energy_run import after_the_loop  # noqa: E402
+from experiments.studies.space_energy_run import from_the_loop  # noqa: E402
 from nnqs.training.evaluation import final_evaluation  # noqa: E402
 from nnqs.training.fit import fit_to_state  # noqa: E402
 from nnqs.training.space_energy import space_energy  # noqa: E402
@@ -44,22 +44,14 @@ logger = logging.getLogger("long_fit")
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--config", required=True)
-    p.add_argument("--reference", type=float, required=True, help="exact (FCI/DMRG) energy, Ha")
-    p.add_argument("--loop-state", default=None, help="file of the loop's network and best pool: loaded where it "
-                   "exists (the start and loop skipped), else written after them")
     p.add_argument("--determinants", default="1024,4096", help="the largest determinants fitted, one arm each")
     p.add_argument("--chunks", type=int, default=5)
     p.add_argument("--chunk-steps", type=int, default=200)
     p.add_argument("--lr", type=float, default=None, help="the rounds' learning rate (default: [subspace] fit_lr)")
     p.add_argument("--final-lr-ratio", type=float, default=1.0, help="each round's cosine decay to lr * this")
     p.add_argument("--space", type=int, default=8192, help="E_S on the pool's this many largest determinants")
-    p.add_argument("--samples", type=int, default=100_000)
     p.add_argument("--out", default=os.path.join(EXPERIMENTS, "results", "long_fit.json"))
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    torch.set_num_threads(1)
-    system, solver, pool, run_seconds = after_the_loop(args.config, args.loop_state)
+    args, system, solver, pool, run_seconds = from_the_loop(p, argv)
     driver, model, H, settings = solver.driver, solver.model, solver.H, solver.config.subspace
     tokens = occupations_to_tokens(pool.dets.long()).to(model.device)
     top = pool.dets[torch.argsort(pool.coefficients.abs(), descending=True)[:args.space]]

@@ -67,23 +67,30 @@ def after_the_loop(config_path: str, loop_state: str | None):
     return system, solver, pool, run_seconds
 
 
-def main(argv=None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def from_the_loop(p: argparse.ArgumentParser, argv):
+    """``(args, system, solver, pool, run_seconds)``: ``p`` given the arguments every study from the
+    loop's network takes (``--config``, ``--reference``, ``--loop-state``, ``--samples``) and parsed,
+    one thread, then :func:`after_the_loop`."""
     p.add_argument("--config", required=True)
     p.add_argument("--reference", type=float, required=True, help="exact (FCI/DMRG) energy, Ha")
+    p.add_argument("--loop-state", default=None, help="file of the loop's network and best pool: loaded where it "
+                   "exists (the start and loop skipped), else written after them")
+    p.add_argument("--samples", type=int, default=100_000, help="draws of the network's final evaluation")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    torch.set_num_threads(1)
+    return (args, *after_the_loop(args.config, args.loop_state))
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--determinants", type=int, default=8192)
     p.add_argument("--draws", type=int, default=0, help="the network's draws joined to the space (energy_draws)")
-    p.add_argument("--loop-state", default=None, help="file of the loop's network and best pool: loaded where it "
-                   "exists (the start and loop skipped), else written after them")
     p.add_argument("--vmc-steps", type=int, default=30)
-    p.add_argument("--samples", type=int, default=100_000)
     p.add_argument("--out", default=os.path.join(EXPERIMENTS, "results", "space_energy_run.json"))
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    torch.set_num_threads(1)
-    system, solver, pool, run_seconds = after_the_loop(args.config, args.loop_state)
+    args, system, solver, pool, run_seconds = from_the_loop(p, argv)
     driver, model, H = solver.driver, solver.model, solver.H
     top = pool.dets[torch.argsort(pool.coefficients.abs(), descending=True)[:args.determinants]]
     fresh = copy.deepcopy(driver.state_dict())

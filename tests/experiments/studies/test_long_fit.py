@@ -10,14 +10,8 @@ from experiments.studies import long_fit
 pytestmark = pytest.mark.study  # a one-off investigation: `pytest -m study`
 
 
-def test_long_fit_on_h2o_sto3g(tmp_path):
-    config = tmp_path / "h2o.toml"
-    config.write_text(
-        '[molecule]\nname = "h2o"\ngeometry = "O 0 0 0.1173; H 0 0.7572 -0.4692; H 0 -0.7572 -0.4692"\n'
-        'basis = "sto-3g"\nslow_references = false\n[model]\nd_model = 8\nn_layers = 1\nn_heads = 2\nphase_hidden = [8]\n'
-        '[sampler]\nn_samples = 2000\nunique_window = []\n[start]\nmode = "cisd"\nsteps = 20\nphase_steps = 20\n'
-        '[optim]\nsteps = 10\nmethod = "adamw"\nlr = 1e-3\nwarmup = 1\n'
-        '[subspace]\ncycles = 1\nn_samples = 2000\npool = 200\nextend = 40\nfit_steps = 5\nphase_steps = 5\n')
+def test_long_fit_on_h2o_sto3g(tmp_path, tiny_loop_config):
+    config = tiny_loop_config(tmp_path)
     out = tmp_path / "long_fit.json"
     long_fit.main(["--config", str(config), "--reference", "-75.0", "--determinants", "50,200", "--chunks", "2",
                    "--chunk-steps", "30", "--lr", "1e-3", "--final-lr-ratio", "0.1", "--samples", "2000", "--space", "100", "--loop-state", str(tmp_path / "loop.pt"),
