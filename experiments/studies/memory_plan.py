@@ -165,7 +165,7 @@ def compare(folder: Path, density: Density | None) -> dict:
                        sr_top=int(config["optim"]["sr_top"]),
                        cache_bytes=int(float(config["sampler"]["cache_mib"]) * 2**20),
                        grad_chunk=int(config["optim"]["grad_chunk"]), process_bytes=int(measured["baseline"]),
-                       density=density, extend_bytes=int(float(config["subspace"].get("extend_mib", 512)) * 2**20))
+                       density=density, extend_bytes=int(float(config["subspace"].get("extend_mib", 2048)) * 2**20))
     phases, entries = {}, measured.get("entries", {})
     for name, peak in measured["peaks"].items():
         planned = plan.phase_peak(name) if name in plan.parts else None

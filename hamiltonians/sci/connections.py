@@ -38,7 +38,7 @@ __all__ = ["outside_sums", "extend_by_connection", "pt2_selection", "largest_pt2
            "EXTEND_MAX_BYTES"]
 
 #: Default memory for the extension's sums in one pass (bytes).
-EXTEND_MAX_BYTES = 512 << 20
+EXTEND_MAX_BYTES = 2 << 30
 #: Hash buckets of the extension's first pass when its sums might not fit (one is summed, to count).
 PROBE_BUCKETS = 64
 #: Headroom on a bucket range's counted distinct ``a`` when its table is sized.

@@ -58,7 +58,7 @@ KEY_BYTES = 96
 PT2_MAX_BYTES = 2 << 30
 #: The extension's default budget (``hamiltonians.sci.connections.EXTEND_MAX_BYTES``, ``[subspace] extend_mib``);
 #: a copy, so that planning loads no compiled kernel.
-EXTEND_MAX_BYTES = 512 << 20
+EXTEND_MAX_BYTES = 2 << 30
 #: What a run holds at the opening of its phases beyond the process at the plan and the plan's
 #: fixed part (Numba's compiled code, the allocator's retained heap, the fitted state between
 #: phases): part of every phase's base; the median over the default runs' phases, measured by

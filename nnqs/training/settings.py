@@ -454,7 +454,7 @@ class SubspaceConfig(Presettable):
     n_samples: int = 100_000
     pool: int = 50_000
     extend: int = 5_000
-    extend_mib: float = 512.0
+    extend_mib: float = 2048.0
     spin_complete: bool = False
     fit_steps: int = 200
     fit_lr: float = 3e-3
