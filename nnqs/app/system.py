@@ -275,7 +275,6 @@ def run_system(config: MoleculeConfig, out: Path, *, resume: bool, save: bool = 
     saved_choice = _saved_choice(out) if resume and path.exists() else None
     if saved_choice is not None:
         log.info("orbitals as the run chose them (%s): %s", ORBITALS_FILE, saved_choice.kind)
-    if saved_choice is not None:
         resumed = _resumed_in(config, saved_choice, out, references)
         if resumed is not None:
             return resumed
@@ -345,15 +344,14 @@ def _saved_choice(out: Path) -> OrbitalChoice | None:
     if record is None:
         return None
     kind, rotation = str(record["kind"]), record.get("rotation")
+    if rotation is None and kind != "given":
+        log.warning("%s records %s orbitals without their rotation (an older nnqs?): the orbitals are chosen again",
+                    out / ORBITALS_FILE, kind)
+        return None
     try:
         rotation = None if rotation is None else np.asarray(rotation, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError):   # damaged: rotate_orbitals refuses it, and the orbitals are chosen again
         rotation = np.zeros(0)
-    n = None if rotation is None else rotation.shape
-    if kind != "given" and (n is None or len(n) != 2 or n[0] != n[1]):
-        log.warning("%s records %s orbitals without their rotation (an older nnqs?), or a damaged one: the orbitals "
-                    "are chosen again", out / ORBITALS_FILE, kind)
-        return None
     return OrbitalChoice(kind, str(record.get("reason", "")), rotation, record.get("scf_energy"), record.get("probes"),
                          record.get("natural"))
 
