@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
+from scipy.sparse.csgraph import connected_components
 
 __all__ = ["RDMs", "RDM_NAMES", "LOCAL_BOUND", "natural_orbitals", "spin_square_coefficients", "unseen_mass"]
 
@@ -90,16 +91,41 @@ class RDMs:
                        stderr={k: back(v) for k, v in self.stderr.items()})
 
 
+#: ``dm1`` entries at most this large join no two orbitals into one block (:func:`natural_orbitals`):
+#: round-off where symmetry makes them vanish, far below any coupling that moves a natural orbital.
+BLOCK_TOLERANCE = 1e-9
+
+
 def natural_orbitals(dm1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(occupations [N] descending, orbitals [N, N])``: eigenpairs of a spin-traced ``dm1``
     (symmetrised), column ``k`` natural orbital ``k`` in the Hamiltonian's orbitals, the most
     occupied first (so that the aufbau determinant of a Hamiltonian rotated into them is the
-    natural one), each column's sign fixed so that its largest element is positive."""
+    natural one), each column's sign fixed so that its largest element is positive.
+
+    ``dm1`` is diagonalised block by block: the blocks are the sets of orbitals that its entries
+    above :data:`BLOCK_TOLERANCE` connect (for a state of a molecule's point group, its orbitals'
+    irreducible representations). Each natural orbital then mixes orbitals of one block only, so
+    integrals that vanish by symmetry in the given orbitals stay at round-off in the natural ones;
+    one ``eigh`` of the whole matrix would mix blocks at round-off amplified by near-degenerate
+    occupations (exactly degenerate ones: at random), and every such integral above the
+    Hamiltonian's list cutoff adds connections (:mod:`hamiltonians.excitations`). Ties in
+    occupation keep the blocks' order (stable sort)."""
     dm1 = np.asarray(dm1, dtype=np.float64)
-    occupation, vectors = np.linalg.eigh(0.5 * (dm1 + dm1.T))
-    occupation, vectors = occupation[::-1].copy(), vectors[:, ::-1].copy()
+    dm1 = 0.5 * (dm1 + dm1.T)
+    n = dm1.shape[0]
+    _, block = connected_components(np.abs(dm1) > BLOCK_TOLERANCE, directed=False)
+    occupation, vectors = np.zeros(n), np.zeros((n, n))
+    done = 0
+    for b in range(int(block.max(initial=-1)) + 1):
+        rows = np.flatnonzero(block == b)
+        w, v = np.linalg.eigh(dm1[np.ix_(rows, rows)])
+        occupation[done:done + rows.size] = w
+        vectors[rows, done:done + rows.size] = v
+        done += rows.size
+    order = np.argsort(-occupation, kind="stable")
+    occupation, vectors = occupation[order], vectors[:, order]
     largest = np.abs(vectors).argmax(axis=0)
-    vectors *= np.sign(vectors[largest, np.arange(vectors.shape[1])])
+    vectors *= np.sign(vectors[largest, np.arange(n)])
     return occupation, vectors
 
 
