@@ -14,7 +14,7 @@ with the seconds that took.
 Usage::
 
     python experiments/benchmarks/bench_natural_connections.py [--config nnqs/examples/h2o_ccpvdz_defaults.toml]
-        [--state-size 1024] [--rows 500] [--quick] [--out FILE]
+        [--state-size 1024] [--rows 500] [--quick] [--device cpu] [--out FILE]
 
 Writes JSON (default ``experiments/results/bench_natural_connections.json``) and prints a table.
 """
@@ -33,7 +33,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from experiments.common import RESULTS, save_results  # noqa: E402
+from experiments.common import RESULTS, add_device_argument, save_results  # noqa: E402
 from hamiltonians.excitations import LIST_CUTOFF  # noqa: E402
 from hamiltonians.orbitals import rotate_orbitals  # noqa: E402
 from hamiltonians.rdm_matrices import natural_orbitals  # noqa: E402
@@ -105,6 +105,7 @@ def main(argv=None) -> dict:
     p.add_argument("--state-size", type=int, default=1024)
     p.add_argument("--rows", type=int, default=500)
     p.add_argument("--quick", action="store_true", help="N2 / STO-3G, 256 determinants (smoke test)")
+    add_device_argument(p, cpu_only="the compiled connection kernel and LAPACK")
     p.add_argument("--out", default=os.path.join(RESULTS, "bench_natural_connections.json"))
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from experiments import benchmarks
-from experiments.benchmarks import bench_distributed, bench_pt2, bench_semistochastic, decode_floor
+from experiments.benchmarks import (bench_distributed, bench_natural_connections, bench_pt2, bench_semistochastic,
+                                    decode_floor)
 from experiments.common import add_device_argument
 
 #: Every script in ``experiments/benchmarks/``, found rather than listed, so a new one is checked too.
@@ -40,7 +41,8 @@ def test_every_benchmark_takes_a_device(module, capsys):
     assert exit_.value.code == 0 and "--device" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("module", (bench_pt2, bench_distributed, decode_floor), ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", (bench_pt2, bench_distributed, decode_floor, bench_natural_connections),
+                         ids=lambda m: m.__name__)
 def test_the_cpu_only_benchmarks_refuse_a_gpu_before_any_work(module, capsys):
     with pytest.raises(SystemExit) as exit_:
         module.main(["--device", "cuda"])
