@@ -113,10 +113,10 @@ def natural_orbitals(dm1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     dm1 = np.asarray(dm1, dtype=np.float64)
     dm1 = 0.5 * (dm1 + dm1.T)
     n = dm1.shape[0]
-    _, block = connected_components(np.abs(dm1) > BLOCK_TOLERANCE, directed=False)
+    n_blocks, block = connected_components(np.abs(dm1) > BLOCK_TOLERANCE, directed=False)
     occupation, vectors = np.zeros(n), np.zeros((n, n))
     done = 0
-    for b in range(int(block.max(initial=-1)) + 1):
+    for b in range(n_blocks):
         rows = np.flatnonzero(block == b)
         w, v = np.linalg.eigh(dm1[np.ix_(rows, rows)])
         occupation[done:done + rows.size] = w

@@ -38,15 +38,12 @@ from hamiltonians.excitations import LIST_CUTOFF  # noqa: E402
 from hamiltonians.orbitals import rotate_orbitals  # noqa: E402
 from hamiltonians.rdm_matrices import natural_orbitals  # noqa: E402
 from hamiltonians.sci.natural import one_rdm  # noqa: E402
-from hamiltonians.sci.solver import SelectedCI  # noqa: E402
+from nnqs.app.orbitals import cipsi  # noqa: E402
 from nnqs.app.runconfig import config_from_dict, load_config  # noqa: E402
 from nnqs.app.system import build_system  # noqa: E402
+from nnqs.examples import example_path  # noqa: E402
 
 logger = logging.getLogger("bench_natural_connections")
-
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "nnqs",
-                        "examples")
-
 
 def one_eigh(dm1: np.ndarray) -> np.ndarray:
     """The natural orbitals as one ``eigh`` of the whole symmetrised ``dm1`` gives them (the most
@@ -55,14 +52,10 @@ def one_eigh(dm1: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(vectors[:, ::-1])
 
 
-def cipsi(H, size: int, reference):
-    return SelectedCI(start="cisd", max_size=size, pt2="none", extrapolation=(), reference=reference).kernel(H)
-
-
-def measure(H, size: int, rows: int, reference) -> dict:
-    """Integrals above the cutoff, CIPSI's ``E_var`` at ``size``, the distinct connections of its
-    first ``rows`` determinants and their seconds."""
-    energy, state = cipsi(H, size, reference)
+def measure(H, rows: int, grown) -> dict:
+    """Integrals above the cutoff, CIPSI's ``E_var`` (``grown``: ``(E_var, state)`` in ``H``), the
+    distinct connections of its state's first ``rows`` determinants and their seconds."""
+    energy, state = grown
     occ = torch.as_tensor(state.dets)[:rows]
     start = time.perf_counter()
     keys = [k for k, *_ in H.screened_connections(occ, threshold=0.0)]
@@ -80,16 +73,15 @@ QUICK = {"molecule": {"name": "n2_sto3g", "geometry": "N 0 0 0; N 0 0 1.1", "bas
 def bench(config_path: str | None, size: int, rows: int) -> dict:
     config = config_from_dict(QUICK) if config_path is None else load_config(config_path)
     H = build_system(dataclasses.replace(config.molecule, orbitals="given"), references=False).hamiltonian
-    _, state = cipsi(H, size, "auto")
-    dm1a, dm1b = one_rdm(H.n_orbitals, state.dets, state.coefficients)
+    given = cipsi(H, size)
+    dm1a, dm1b = one_rdm(H.n_orbitals, given[1].dets, given[1].coefficients)
     dm1 = dm1a + dm1b
     _, by_block = natural_orbitals(dm1)
-    sets = {"given": (H, "auto"), "natural_one_eigh": (rotate_orbitals(H, one_eigh(dm1)), "aufbau"),
-            "natural_by_block": (rotate_orbitals(H, by_block), "aufbau")}
-    measured: dict[str, dict] = {}
-    for name, (h, reference) in sets.items():
-        measured[name] = measure(h, size, rows, reference)
-        logger.info("%s %s: %s", config.molecule.name, name, measured[name])
+    rotated = {"natural_one_eigh": rotate_orbitals(H, one_eigh(dm1)), "natural_by_block": rotate_orbitals(H, by_block)}
+    measured = {"given": measure(H, rows, given)}
+    measured.update({name: measure(h, rows, cipsi(h, size, "aufbau")) for name, h in rotated.items()})
+    for name, m in measured.items():
+        logger.info("%s %s: %s", config.molecule.name, name, m)
     for name in ("natural_one_eigh", "natural_by_block"):
         got, given = measured[name], measured["given"]
         got["connections_over_given"] = got["distinct_connections"] / given["distinct_connections"]
@@ -112,7 +104,8 @@ def main(argv=None) -> dict:
     torch.set_num_threads(1)
     if args.quick:
         args.state_size, args.rows = 256, 100
-    configs = [None] if args.quick else args.config or [os.path.join(EXAMPLES, f"{n}_defaults.toml") for n in ("h2o_ccpvdz", "n2_ccpvdz_fc")]
+    defaults = [str(example_path(f"{n}_defaults")) for n in ("h2o_ccpvdz", "n2_ccpvdz_fc")]
+    configs = [None] if args.quick else args.config or defaults
     results = [bench(c, args.state_size, args.rows) for c in configs]
     print(f"{'system':24s} {'orbitals':18s} {'integrals':>9s} {'E_var (Ha)':>16s} {'connections':>11s} {'s':>7s}")
     for r in results:

@@ -40,7 +40,7 @@ import torch
 from hamiltonians.molecular import MolecularHamiltonian
 from hamiltonians.orbitals import ORBITALS, OrbitalChoice, rotate_orbitals
 
-__all__ = ["NATURAL_SIZE", "PROBE_SIZE", "choose_orbitals", "natural_reference", "natural_rotation", "probe_energy"]
+__all__ = ["NATURAL_SIZE", "PROBE_SIZE", "choose_orbitals", "cipsi", "natural_reference", "natural_rotation", "probe_energy"]
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +116,8 @@ def _natural(H: MolecularHamiltonian, base: OrbitalChoice, *, compare: bool) -> 
         return dataclasses.replace(base, reason=reason, natural=natural)
     if compare:
         size = natural["compared_size"] = 2 * natural["size"]
-        natural["energy_compared"], _ = _cipsi(in_base, size)
-        natural["energy_natural"], _ = _cipsi(rotate_orbitals(in_base, rotation), size, "aufbau")
+        natural["energy_compared"], _ = cipsi(in_base, size)
+        natural["energy_natural"], _ = cipsi(rotate_orbitals(in_base, rotation), size, "aufbau")
         log.info("%d CIPSI determinants: %.8f Ha in the %s orbitals, %.8f Ha in their natural ones", size,
                  natural["energy_compared"], where, natural["energy_natural"])
         if not natural["energy_natural"] < natural["energy_compared"] - 1e-6:
@@ -137,7 +137,7 @@ def probe_energy(H: MolecularHamiltonian, reference: torch.Tensor | None = None,
     """``E_var`` of CIPSI grown from ``reference`` (default: the one found,
     :func:`~hamiltonians.reference_determinant.lowest_determinant`) to ``size`` (:data:`PROBE_SIZE`)
     determinants: how compact the ground state is in ``H``'s orbitals."""
-    return _cipsi(H, size or PROBE_SIZE, "auto" if reference is None else reference, start="hf")[0]
+    return cipsi(H, size or PROBE_SIZE, "auto" if reference is None else reference, start="hf")[0]
 
 
 def natural_rotation(H: MolecularHamiltonian, size: int | None = None) -> tuple[np.ndarray, dict]:
@@ -148,7 +148,7 @@ def natural_rotation(H: MolecularHamiltonian, size: int | None = None) -> tuple[
     from hamiltonians.rdm_matrices import natural_orbitals
     from hamiltonians.sci.natural import one_rdm
 
-    e_var, state = _cipsi(H, size or NATURAL_SIZE)
+    e_var, state = cipsi(H, size or NATURAL_SIZE)
     dm1a, dm1b = one_rdm(H.n_orbitals, state.dets, state.coefficients)
     occupations, rotation = natural_orbitals(dm1a + dm1b)
     log.info("natural orbitals of %d CIPSI determinants (%.8f Ha): occupations %s", state.size, e_var,
@@ -157,7 +157,7 @@ def natural_rotation(H: MolecularHamiltonian, size: int | None = None) -> tuple[
                       "occupations": [round(float(x), 6) for x in occupations]}
 
 
-def _cipsi(H: MolecularHamiltonian, size: int, reference: str | torch.Tensor = "auto", *, start: str = "cisd"):
+def cipsi(H: MolecularHamiltonian, size: int, reference: str | torch.Tensor = "auto", *, start: str = "cisd"):
     """``(E_var, state)`` of CIPSI grown from ``start`` (``"hf"`` or ``"cisd"``) around ``H``'s
     reference determinant (``"auto"``: the one found; ``"aufbau"``: the most occupied orbitals, as
     in natural ones; or an occupation) to ``size`` determinants."""

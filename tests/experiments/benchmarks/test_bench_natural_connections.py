@@ -15,6 +15,9 @@ def test_bench_natural_connections_quick(tmp_path):
     assert json.loads(out.read_text())["results"] == payload["results"]
     (result,) = payload["results"]
     given, mixed, block = (result["sets"][k] for k in ("given", "natural_one_eigh", "natural_by_block"))
+    # the canonical orbitals carry their SCF's own round-off (1e-11, varying with the PySCF version), which the
+    # rotation spreads a little: by block stays within a few % of them; one eigh: 2.6x the integrals, 1.1x the
+    # connections
     assert block["integrals_above_cutoff"] <= 1.1 * given["integrals_above_cutoff"] < mixed["integrals_above_cutoff"]
     assert block["distinct_connections"] <= 1.01 * given["distinct_connections"] < mixed["distinct_connections"]
     assert block["connections_over_given"] == block["distinct_connections"] / given["distinct_connections"]
